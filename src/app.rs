@@ -1,0 +1,131 @@
+//! The running service: shared state, startup (connect, migrate) and the serve loop with
+//! graceful shutdown.
+
+use std::future::Future;
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use anyhow::Context;
+use tokio::net::TcpListener;
+
+use crate::domain::time::{self, Timestamp};
+use crate::http::{self, HttpLimits};
+use crate::storage::{DatabaseTarget, PoolSettings, Store};
+
+/// Where "now" comes from. Services read it here so tests can hold time still.
+pub trait Clock: Send + Sync + 'static {
+    fn now(&self) -> Timestamp;
+}
+
+/// The wall clock.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct SystemClock;
+
+impl Clock for SystemClock {
+    fn now(&self) -> Timestamp {
+        time::now()
+    }
+}
+
+/// What handlers and jobs share. Cheap to clone.
+#[derive(Clone)]
+pub struct AppState {
+    pub store: Store,
+    pub clock: Arc<dyn Clock>,
+}
+
+impl AppState {
+    pub fn now(&self) -> Timestamp {
+        self.clock.now()
+    }
+}
+
+/// Everything `cardgate serve` is configured with.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    pub listen: SocketAddr,
+    pub database: DatabaseTarget,
+    pub pool: PoolSettings,
+    pub http: HttpLimits,
+}
+
+impl Settings {
+    /// Defaults for everything but the database.
+    pub fn new(database: DatabaseTarget) -> Self {
+        Self {
+            listen: SocketAddr::from(([127, 0, 0, 1], 8080)),
+            database,
+            pool: PoolSettings::default(),
+            http: HttpLimits::default(),
+        }
+    }
+}
+
+/// A started (connected, migrated) service that has not begun listening.
+pub struct App {
+    pub state: AppState,
+    settings: Settings,
+}
+
+impl App {
+    /// Connects to the database and applies migrations.
+    pub async fn build(settings: Settings) -> anyhow::Result<Self> {
+        let store = Store::connect(&settings.database, &settings.pool)
+            .await
+            .with_context(|| format!("connecting to {:?}", settings.database))?;
+        store.migrate().await.context("applying migrations")?;
+        let state = AppState {
+            store,
+            clock: Arc::new(SystemClock),
+        };
+        Ok(Self { state, settings })
+    }
+
+    /// Binds the configured address.
+    pub async fn bind(&self) -> anyhow::Result<TcpListener> {
+        TcpListener::bind(self.settings.listen)
+            .await
+            .with_context(|| format!("binding {}", self.settings.listen))
+    }
+
+    /// Serves until `shutdown` resolves, then drains in-flight requests and closes the pool.
+    pub async fn serve(
+        self,
+        listener: TcpListener,
+        shutdown: impl Future<Output = ()> + Send + 'static,
+    ) -> anyhow::Result<()> {
+        let router = http::router(self.state.clone(), &self.settings.http);
+        let addr = listener.local_addr()?;
+        tracing::info!(%addr, database = self.state.store.backend(), "cardgate listening on http://{addr}");
+        axum::serve(listener, router)
+            .with_graceful_shutdown(shutdown)
+            .await
+            .context("serving HTTP")?;
+        self.state.store.close().await;
+        tracing::info!("cardgate stopped");
+        Ok(())
+    }
+}
+
+/// Resolves on Ctrl-C or SIGTERM.
+pub async fn shutdown_signal() {
+    let ctrl_c = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    #[cfg(unix)]
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let term = std::future::pending::<()>();
+    tokio::select! {
+        () = ctrl_c => {},
+        () = term => {},
+    }
+    tracing::info!("shutdown requested; draining");
+}

@@ -1,0 +1,480 @@
+//! Decision evaluation: may this caller derive lifecycle semantics from this callee?
+//!
+//! A pure function of the caller's posture and the facts the registry holds about one subject
+//! (trust-model.md, "Decisions"). Every condition is reported with a reason, `unknown` never
+//! counts as `pass`, and the answer is authoritative only when every condition passes.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use serde::Serialize;
+
+use super::capability::Capability;
+use super::gate::{DemotionClass, EffectiveGate, GateState, SubjectState};
+use super::ids::{ProbeRunId, SnapshotId};
+use super::time::{self, Timestamp};
+use super::version::ProtocolVersion;
+
+/// How the caller deduplicates terminal events.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Dedup {
+    /// By `status.timestamp`: every transition must carry one.
+    #[default]
+    Timestamp,
+    /// Not by timestamp: missing timestamps do not matter to this caller.
+    None,
+}
+
+/// The caller's side of the question.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Posture {
+    pub caller_version: ProtocolVersion,
+    pub dedup: Dedup,
+    pub requires: BTreeSet<Capability>,
+}
+
+/// Whether the latest card snapshot may be used at all.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CardTrust {
+    /// Signature verified; `detail` names the signature (kid, alg, key source).
+    Verified { detail: String },
+    /// Unsigned, admitted because the operator turned off the signature requirement.
+    UnsignedAdmitted,
+    /// Fetch, parse or required signature check failed.
+    Untrusted { reason: String },
+}
+
+/// One interface the card offers, as the decision needs it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OfferedInterface {
+    pub url: String,
+    pub binding: String,
+    pub version: ProtocolVersion,
+    /// Same scheme, host and port as the card's URL.
+    pub same_origin: bool,
+    /// Capabilities the card advertises for this interface (per card generation).
+    pub advertised: BTreeSet<Capability>,
+}
+
+/// The latest card snapshot, reduced to what decisions read.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CardFacts {
+    pub snapshot_id: SnapshotId,
+    pub card_origin: String,
+    pub trust: CardTrust,
+    pub interfaces: Vec<OfferedInterface>,
+}
+
+/// How one capability fared in a probe run.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CapabilityOutcome {
+    Passed,
+    Failed { reason: String },
+    NotAdvertised,
+    NotExercised { reason: String },
+}
+
+/// The subject's most recent finished probe cycle, reduced to what decisions read.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProbeFacts {
+    pub probe_run_id: ProbeRunId,
+    pub started_at: Timestamp,
+    /// `Ok` when submitted → working → exactly one terminal was observed with nothing after it;
+    /// otherwise what was missing or wrong.
+    pub lifecycle: Result<(), String>,
+    /// Transitions that carried no (parseable) `status.timestamp`, e.g. `submitted (stream)`.
+    pub untimestamped: Vec<String>,
+    pub capabilities: BTreeMap<Capability, CapabilityOutcome>,
+}
+
+/// The subject's folded ledger state and the ledger position it was folded up to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SubjectFacts {
+    pub state: SubjectState,
+    pub ledger_seq: i64,
+    pub ledger_hash: String,
+}
+
+/// Everything one decision reads.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DecisionInput {
+    pub card: Option<CardFacts>,
+    pub subject: Option<SubjectFacts>,
+    pub probe: Option<ProbeFacts>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ConditionStatus {
+    Pass,
+    Fail,
+    Unknown,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Condition {
+    pub id: String,
+    pub status: ConditionStatus,
+    pub reason: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Evidence {
+    pub card_snapshot_id: Option<SnapshotId>,
+    pub probe_run_id: Option<ProbeRunId>,
+    pub ledger_seq: Option<i64>,
+    pub ledger_hash: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Decision {
+    pub authoritative: bool,
+    /// `None` when the callee has no subject for the caller's version.
+    pub gate_state: Option<EffectiveGate>,
+    pub conditions: Vec<Condition>,
+    pub evidence: Evidence,
+}
+
+fn cond(id: impl Into<String>, status: ConditionStatus, reason: impl Into<String>) -> Condition {
+    Condition {
+        id: id.into(),
+        status,
+        reason: reason.into(),
+    }
+}
+
+use ConditionStatus::{Fail, Pass, Unknown};
+
+/// Evaluates every condition for `posture` against `input`.
+pub fn evaluate(posture: &Posture, input: &DecisionInput) -> Decision {
+    let interface = input.card.as_ref().and_then(|card| {
+        card.interfaces
+            .iter()
+            .find(|i| i.version == posture.caller_version)
+    });
+    let mut conditions = vec![
+        card_trusted(input.card.as_ref()),
+        version_match(posture, input.card.as_ref(), interface),
+        same_origin(posture, input.card.as_ref(), interface),
+        lifecycle_probe(posture, input),
+    ];
+    conditions.extend(
+        posture
+            .requires
+            .iter()
+            .map(|cap| capability(*cap, posture, interface, input)),
+    );
+    conditions.push(not_demoted(posture, input.subject.as_ref()));
+
+    let gate_state = input.subject.as_ref().map(|s| {
+        let card_untrusted = matches!(
+            input.card.as_ref().map(|c| &c.trust),
+            Some(CardTrust::Untrusted { .. })
+        );
+        if card_untrusted {
+            EffectiveGate::Untrusted
+        } else {
+            s.state.effective()
+        }
+    });
+    Decision {
+        authoritative: conditions.iter().all(|c| c.status == Pass),
+        gate_state,
+        conditions,
+        evidence: Evidence {
+            card_snapshot_id: input.card.as_ref().map(|c| c.snapshot_id),
+            probe_run_id: input.probe.as_ref().map(|p| p.probe_run_id),
+            ledger_seq: input.subject.as_ref().map(|s| s.ledger_seq),
+            ledger_hash: input.subject.as_ref().map(|s| s.ledger_hash.clone()),
+        },
+    }
+}
+
+fn card_trusted(card: Option<&CardFacts>) -> Condition {
+    const ID: &str = "card-trusted";
+    match card.map(|c| &c.trust) {
+        None => cond(
+            ID,
+            Unknown,
+            "no card snapshot has been recorded for this callee yet",
+        ),
+        Some(CardTrust::Verified { detail }) => cond(
+            ID,
+            Pass,
+            format!("the card's signature verified ({detail})"),
+        ),
+        Some(CardTrust::UnsignedAdmitted) => cond(
+            ID,
+            Pass,
+            "the card is unsigned; it is admitted only because the operator set \
+             CARDGATE_REQUIRE_SIGNED_CARDS=false",
+        ),
+        Some(CardTrust::Untrusted { reason }) => cond(
+            ID,
+            Fail,
+            format!("the current card cannot be trusted: {reason}"),
+        ),
+    }
+}
+
+fn version_match(
+    posture: &Posture,
+    card: Option<&CardFacts>,
+    interface: Option<&OfferedInterface>,
+) -> Condition {
+    const ID: &str = "version-match";
+    let want = posture.caller_version;
+    let Some(card) = card else {
+        return cond(
+            ID,
+            Unknown,
+            "no card snapshot has been recorded for this callee yet",
+        );
+    };
+    if let Some(i) = interface {
+        return cond(
+            ID,
+            Pass,
+            format!("the card offers {want} on {} {}", i.binding, i.url),
+        );
+    }
+    let offered: BTreeSet<String> = card
+        .interfaces
+        .iter()
+        .map(|i| i.version.to_string())
+        .collect();
+    let offered = if offered.is_empty() {
+        "no versions".to_string()
+    } else {
+        offered.into_iter().collect::<Vec<_>>().join(", ")
+    };
+    let same_major = card
+        .interfaces
+        .iter()
+        .any(|i| i.version.major == want.major);
+    let reason = if same_major {
+        format!(
+            "the card offers {offered}: major {} matches but no interface offers exactly {want}, \
+             and a major-only match is not enough",
+            want.major
+        )
+    } else {
+        format!("the card offers {offered}, not {want}")
+    };
+    cond(ID, Fail, reason)
+}
+
+fn same_origin(
+    posture: &Posture,
+    card: Option<&CardFacts>,
+    interface: Option<&OfferedInterface>,
+) -> Condition {
+    const ID: &str = "same-origin";
+    match (card, interface) {
+        (None, _) => cond(
+            ID,
+            Unknown,
+            "no card snapshot has been recorded for this callee yet",
+        ),
+        (Some(_), None) => cond(
+            ID,
+            Unknown,
+            format!(
+                "no interface offers {}, so there is no task endpoint to compare",
+                posture.caller_version
+            ),
+        ),
+        (Some(card), Some(i)) if i.same_origin => cond(
+            ID,
+            Pass,
+            format!("{} is on the card's origin {}", i.url, card.card_origin),
+        ),
+        (Some(card), Some(i)) => cond(
+            ID,
+            Fail,
+            format!(
+                "{} is not on the card's origin {}: the card may describe another backend",
+                i.url, card.card_origin
+            ),
+        ),
+    }
+}
+
+fn lifecycle_probe(posture: &Posture, input: &DecisionInput) -> Condition {
+    const ID: &str = "lifecycle-probe";
+    if input.subject.is_none() {
+        return cond(
+            ID,
+            Unknown,
+            format!("the callee has no subject for {}", posture.caller_version),
+        );
+    }
+    let Some(probe) = &input.probe else {
+        return cond(
+            ID,
+            Unknown,
+            "no probe cycle has finished for this subject yet",
+        );
+    };
+    if let Err(what) = &probe.lifecycle {
+        return cond(
+            ID,
+            Fail,
+            format!(
+                "probe {} did not observe the full lifecycle: {what}",
+                probe.probe_run_id
+            ),
+        );
+    }
+    match (posture.dedup, probe.untimestamped.is_empty()) {
+        (_, true) => cond(
+            ID,
+            Pass,
+            format!(
+                "probe {} observed submitted → working → terminal with a timestamp on every transition",
+                probe.probe_run_id
+            ),
+        ),
+        (Dedup::None, false) => cond(
+            ID,
+            Pass,
+            format!(
+                "probe {} observed the full lifecycle; transitions without status.timestamp ({}) \
+                 do not matter with dedup=none",
+                probe.probe_run_id,
+                probe.untimestamped.join(", ")
+            ),
+        ),
+        (Dedup::Timestamp, false) => cond(
+            ID,
+            Fail,
+            format!(
+                "probe {} observed transitions without status.timestamp: {}; a caller that \
+                 deduplicates by timestamp cannot rely on them",
+                probe.probe_run_id,
+                probe.untimestamped.join(", ")
+            ),
+        ),
+    }
+}
+
+fn capability(
+    cap: Capability,
+    posture: &Posture,
+    interface: Option<&OfferedInterface>,
+    input: &DecisionInput,
+) -> Condition {
+    let id = format!("capability:{cap}");
+    let Some(interface) = interface else {
+        return cond(
+            id,
+            Unknown,
+            format!("no interface offers {}", posture.caller_version),
+        );
+    };
+    if !interface.advertised.contains(&cap) {
+        let why = if cap == Capability::StateTransitionHistory && !interface.version.is_pre_1_0() {
+            " (A2A v1.0 removed it; only v0.2/v0.3 cards can advertise it)"
+        } else {
+            ""
+        };
+        return cond(
+            id,
+            Fail,
+            format!(
+                "the card does not advertise {cap} for {}{why}",
+                interface.version
+            ),
+        );
+    }
+    let Some(probe) = &input.probe else {
+        return cond(
+            id,
+            Unknown,
+            format!("{cap} is advertised but no probe has checked it yet"),
+        );
+    };
+    let advertised_since = input
+        .subject
+        .as_ref()
+        .and_then(|s| s.state.advertised.get(&cap));
+    if let Some(since) = advertised_since.filter(|since| **since > probe.started_at) {
+        return cond(
+            id,
+            Unknown,
+            format!(
+                "{cap} has been advertised since {}, after probe {} started; it is unverified until probed again",
+                time::format(*since),
+                probe.probe_run_id
+            ),
+        );
+    }
+    match probe.capabilities.get(&cap) {
+        Some(CapabilityOutcome::Passed) => cond(
+            id,
+            Pass,
+            format!("probe {} verified {cap}", probe.probe_run_id),
+        ),
+        Some(CapabilityOutcome::Failed { reason }) => cond(
+            id,
+            Fail,
+            format!("probe {} found {cap} broken: {reason}", probe.probe_run_id),
+        ),
+        Some(CapabilityOutcome::NotExercised { reason }) => cond(
+            id,
+            Unknown,
+            format!(
+                "probe {} could not exercise {cap}: {reason}",
+                probe.probe_run_id
+            ),
+        ),
+        Some(CapabilityOutcome::NotAdvertised) | None => cond(
+            id,
+            Unknown,
+            format!("probe {} did not check {cap}", probe.probe_run_id),
+        ),
+    }
+}
+
+fn not_demoted(posture: &Posture, subject: Option<&SubjectFacts>) -> Condition {
+    const ID: &str = "not-demoted";
+    let Some(subject) = subject else {
+        return cond(
+            ID,
+            Unknown,
+            format!("the callee has no subject for {}", posture.caller_version),
+        );
+    };
+    let state = &subject.state;
+    if state.gate != GateState::Demoted {
+        return cond(ID, Pass, "the subject has not been demoted");
+    }
+    let applicable: Vec<&str> = state
+        .demotion_classes
+        .iter()
+        .filter(|c| !(posture.dedup == Dedup::None && **c == DemotionClass::Timestamp))
+        .map(|c| c.as_str())
+        .collect();
+    let at = state.demoted_at.map(time::format).unwrap_or_default();
+    if applicable.is_empty() {
+        cond(
+            ID,
+            Pass,
+            format!(
+                "demoted at {at} for timestamp only, which does not apply to a dedup=none caller"
+            ),
+        )
+    } else {
+        cond(
+            ID,
+            Fail,
+            format!(
+                "demoted at {at} ({}); only a fresh passing probe re-promotes",
+                applicable.join(", ")
+            ),
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,493 @@
+//! Table-driven tests of every decision condition.
+
+use super::*;
+use chrono::{TimeZone, Utc};
+
+fn t(secs: i64) -> Timestamp {
+    Utc.timestamp_opt(1_700_000_000 + secs, 0).unwrap()
+}
+
+fn v(s: &str) -> ProtocolVersion {
+    ProtocolVersion::parse_exact(s).unwrap()
+}
+
+fn posture(version: &str, dedup: Dedup, requires: &[Capability]) -> Posture {
+    Posture {
+        caller_version: v(version),
+        dedup,
+        requires: requires.iter().copied().collect(),
+    }
+}
+
+fn interface(version: &str, same_origin: bool, caps: &[Capability]) -> OfferedInterface {
+    OfferedInterface {
+        url: if same_origin {
+            "https://agent.example/a2a"
+        } else {
+            "https://other.example/a2a"
+        }
+        .into(),
+        binding: "JSONRPC".into(),
+        version: v(version),
+        same_origin,
+        advertised: caps.iter().copied().collect(),
+    }
+}
+
+fn card(interfaces: Vec<OfferedInterface>) -> CardFacts {
+    CardFacts {
+        snapshot_id: SnapshotId::new(),
+        card_origin: "https://agent.example".into(),
+        trust: CardTrust::Verified {
+            detail: "kid k1, ES256, pinned key".into(),
+        },
+        interfaces,
+    }
+}
+
+fn subject(gate: GateState, classes: &[DemotionClass], caps: &[(Capability, i64)]) -> SubjectFacts {
+    SubjectFacts {
+        state: SubjectState {
+            gate,
+            demoted_at: (gate == GateState::Demoted).then(|| t(50)),
+            demotion_classes: classes.iter().copied().collect(),
+            card_untrusted: None,
+            withdrawn: false,
+            advertised: caps.iter().map(|(c, at)| (*c, t(*at))).collect(),
+        },
+        ledger_seq: 7,
+        ledger_hash: "ab".repeat(32),
+    }
+}
+
+fn probe(
+    lifecycle: Result<(), &str>,
+    untimestamped: &[&str],
+    caps: &[(Capability, CapabilityOutcome)],
+) -> ProbeFacts {
+    ProbeFacts {
+        probe_run_id: ProbeRunId::new(),
+        started_at: t(100),
+        lifecycle: lifecycle.map_err(str::to_string),
+        untimestamped: untimestamped.iter().map(|s| s.to_string()).collect(),
+        capabilities: caps.iter().cloned().collect(),
+    }
+}
+
+/// A subject that passes everything for a strict 1.0 caller requiring streaming.
+fn all_good() -> DecisionInput {
+    DecisionInput {
+        card: Some(card(vec![interface("1.0", true, &[Capability::Streaming])])),
+        subject: Some(subject(
+            GateState::LifecycleTrusted,
+            &[],
+            &[(Capability::Streaming, 0)],
+        )),
+        probe: Some(probe(
+            Ok(()),
+            &[],
+            &[(Capability::Streaming, CapabilityOutcome::Passed)],
+        )),
+    }
+}
+
+fn status_of(decision: &Decision, id: &str) -> ConditionStatus {
+    decision
+        .conditions
+        .iter()
+        .find(|c| c.id == id)
+        .unwrap_or_else(|| panic!("no condition {id} in {decision:?}"))
+        .status
+}
+
+type Tweak = fn(&mut DecisionInput);
+
+/// (name, caller posture, change to the all-good input, condition id, expected status)
+fn cases() -> Vec<(&'static str, Posture, Tweak, &'static str, ConditionStatus)> {
+    use Capability::*;
+    let strict = || posture("1.0", Dedup::Timestamp, &[Streaming]);
+    let relaxed = || posture("1.0", Dedup::None, &[Streaming]);
+    vec![
+        // card-trusted
+        (
+            "verified card passes",
+            strict(),
+            |_| {},
+            "card-trusted",
+            Pass,
+        ),
+        (
+            "no snapshot is unknown",
+            strict(),
+            |i| i.card = None,
+            "card-trusted",
+            Unknown,
+        ),
+        (
+            "unsigned card admitted by policy passes",
+            strict(),
+            |i| i.card.as_mut().unwrap().trust = CardTrust::UnsignedAdmitted,
+            "card-trusted",
+            Pass,
+        ),
+        (
+            "untrusted card fails",
+            strict(),
+            |i| {
+                i.card.as_mut().unwrap().trust = CardTrust::Untrusted {
+                    reason: "signature invalid".into(),
+                }
+            },
+            "card-trusted",
+            Fail,
+        ),
+        // version-match
+        (
+            "exact Major.Minor passes",
+            strict(),
+            |_| {},
+            "version-match",
+            Pass,
+        ),
+        (
+            "major-only match fails",
+            strict(),
+            |i| i.card = Some(card(vec![interface("1.1", true, &[Streaming])])),
+            "version-match",
+            Fail,
+        ),
+        (
+            "other major fails",
+            strict(),
+            |i| i.card = Some(card(vec![interface("0.3", true, &[Streaming])])),
+            "version-match",
+            Fail,
+        ),
+        (
+            "no snapshot: version unknown",
+            strict(),
+            |i| i.card = None,
+            "version-match",
+            Unknown,
+        ),
+        // same-origin
+        ("same origin passes", strict(), |_| {}, "same-origin", Pass),
+        (
+            "cross-origin interface fails",
+            strict(),
+            |i| i.card = Some(card(vec![interface("1.0", false, &[Streaming])])),
+            "same-origin",
+            Fail,
+        ),
+        (
+            "no interface for the version is unknown",
+            strict(),
+            |i| i.card = Some(card(vec![interface("0.3", true, &[])])),
+            "same-origin",
+            Unknown,
+        ),
+        // lifecycle-probe
+        (
+            "timestamped full lifecycle passes",
+            strict(),
+            |_| {},
+            "lifecycle-probe",
+            Pass,
+        ),
+        (
+            "no probe yet is unknown",
+            strict(),
+            |i| i.probe = None,
+            "lifecycle-probe",
+            Unknown,
+        ),
+        (
+            "no subject is unknown",
+            strict(),
+            |i| i.subject = None,
+            "lifecycle-probe",
+            Unknown,
+        ),
+        (
+            "incomplete lifecycle fails",
+            strict(),
+            |i| i.probe.as_mut().unwrap().lifecycle = Err("never left working".into()),
+            "lifecycle-probe",
+            Fail,
+        ),
+        (
+            "incomplete lifecycle fails for dedup=none too",
+            relaxed(),
+            |i| i.probe.as_mut().unwrap().lifecycle = Err("two terminal states".into()),
+            "lifecycle-probe",
+            Fail,
+        ),
+        (
+            "missing timestamp fails a timestamp-dedup caller",
+            strict(),
+            |i| i.probe.as_mut().unwrap().untimestamped = vec!["submitted (stream)".into()],
+            "lifecycle-probe",
+            Fail,
+        ),
+        (
+            "dedup=none does not require timestamps",
+            relaxed(),
+            |i| i.probe.as_mut().unwrap().untimestamped = vec!["submitted (stream)".into()],
+            "lifecycle-probe",
+            Pass,
+        ),
+        // capability:<name>
+        (
+            "probed capability passes",
+            strict(),
+            |_| {},
+            "capability:streaming",
+            Pass,
+        ),
+        (
+            "capability the card does not advertise fails",
+            strict(),
+            |i| i.card = Some(card(vec![interface("1.0", true, &[])])),
+            "capability:streaming",
+            Fail,
+        ),
+        (
+            "advertised but never probed is unknown",
+            strict(),
+            |i| i.probe = None,
+            "capability:streaming",
+            Unknown,
+        ),
+        (
+            "advertised since the last probe is unknown",
+            strict(),
+            |i| {
+                i.subject
+                    .as_mut()
+                    .unwrap()
+                    .state
+                    .advertised
+                    .insert(Capability::Streaming, t(200));
+            },
+            "capability:streaming",
+            Unknown,
+        ),
+        (
+            "failed capability probe fails",
+            strict(),
+            |i| {
+                i.probe.as_mut().unwrap().capabilities.insert(
+                    Capability::Streaming,
+                    CapabilityOutcome::Failed {
+                        reason: "plain JSON".into(),
+                    },
+                );
+            },
+            "capability:streaming",
+            Fail,
+        ),
+        (
+            "capability the probe could not exercise is unknown",
+            strict(),
+            |i| {
+                i.probe.as_mut().unwrap().capabilities.insert(
+                    Capability::Streaming,
+                    CapabilityOutcome::NotExercised {
+                        reason: "timed out".into(),
+                    },
+                );
+            },
+            "capability:streaming",
+            Unknown,
+        ),
+        // not-demoted
+        (
+            "never demoted passes",
+            strict(),
+            |_| {},
+            "not-demoted",
+            Pass,
+        ),
+        (
+            "no subject is unknown",
+            strict(),
+            |i| i.subject = None,
+            "not-demoted",
+            Unknown,
+        ),
+        (
+            "timestamp demotion fails a timestamp-dedup caller",
+            strict(),
+            |i| {
+                i.subject = Some(subject(
+                    GateState::Demoted,
+                    &[DemotionClass::Timestamp],
+                    &[],
+                ))
+            },
+            "not-demoted",
+            Fail,
+        ),
+        (
+            "timestamp demotion does not apply to dedup=none",
+            relaxed(),
+            |i| {
+                i.subject = Some(subject(
+                    GateState::Demoted,
+                    &[DemotionClass::Timestamp],
+                    &[],
+                ))
+            },
+            "not-demoted",
+            Pass,
+        ),
+        (
+            "history demotion applies to dedup=none",
+            relaxed(),
+            |i| i.subject = Some(subject(GateState::Demoted, &[DemotionClass::History], &[])),
+            "not-demoted",
+            Fail,
+        ),
+        (
+            "timestamp plus push demotion still applies to dedup=none",
+            relaxed(),
+            |i| {
+                i.subject = Some(subject(
+                    GateState::Demoted,
+                    &[DemotionClass::Timestamp, DemotionClass::Push],
+                    &[],
+                ))
+            },
+            "not-demoted",
+            Fail,
+        ),
+    ]
+}
+
+#[test]
+fn every_condition_table() {
+    for (name, posture, tweak, id, expected) in cases() {
+        let mut input = all_good();
+        tweak(&mut input);
+        let decision = evaluate(&posture, &input);
+        assert_eq!(status_of(&decision, id), expected, "{name}: {decision:#?}");
+        // Authoritative exactly when every condition passes: unknown never counts as pass.
+        let all_pass = decision.conditions.iter().all(|c| c.status == Pass);
+        assert_eq!(decision.authoritative, all_pass, "{name}");
+        if expected != Pass {
+            assert!(
+                !decision.authoritative,
+                "{name}: a non-passing condition must be advisory"
+            );
+        }
+        assert!(
+            decision.conditions.iter().all(|c| !c.reason.is_empty()),
+            "{name}"
+        );
+    }
+}
+
+#[test]
+fn all_good_is_authoritative_and_names_its_evidence() {
+    let input = all_good();
+    let decision = evaluate(
+        &posture("1.0", Dedup::Timestamp, &[Capability::Streaming]),
+        &input,
+    );
+    assert!(decision.authoritative, "{decision:#?}");
+    assert_eq!(decision.gate_state, Some(EffectiveGate::LifecycleTrusted));
+    assert_eq!(
+        decision.evidence.card_snapshot_id,
+        input.card.map(|c| c.snapshot_id)
+    );
+    assert_eq!(
+        decision.evidence.probe_run_id,
+        input.probe.map(|p| p.probe_run_id)
+    );
+    assert_eq!(decision.evidence.ledger_seq, Some(7));
+    let ids: Vec<&str> = decision.conditions.iter().map(|c| c.id.as_str()).collect();
+    assert_eq!(
+        ids,
+        [
+            "card-trusted",
+            "version-match",
+            "same-origin",
+            "lifecycle-probe",
+            "capability:streaming",
+            "not-demoted"
+        ]
+    );
+}
+
+#[test]
+fn unknown_alone_keeps_the_answer_advisory() {
+    // Everything passes except one capability the probe could not reach.
+    let mut input = all_good();
+    input.probe.as_mut().unwrap().capabilities.insert(
+        Capability::Streaming,
+        CapabilityOutcome::NotExercised {
+            reason: "deadline".into(),
+        },
+    );
+    let decision = evaluate(
+        &posture("1.0", Dedup::Timestamp, &[Capability::Streaming]),
+        &input,
+    );
+    let unknown: Vec<_> = decision
+        .conditions
+        .iter()
+        .filter(|c| c.status == Unknown)
+        .collect();
+    assert_eq!(unknown.len(), 1);
+    assert!(decision.conditions.iter().all(|c| c.status != Fail));
+    assert!(!decision.authoritative);
+}
+
+#[test]
+fn a_card_trusted_subject_with_untimestamped_submit_is_authoritative_only_without_timestamp_dedup()
+{
+    // The Python SDK's shape: full lifecycle, but the submitted state carries no timestamp, so
+    // the subject was never promoted.
+    let mut input = all_good();
+    input.subject = Some(subject(
+        GateState::CardTrusted,
+        &[],
+        &[(Capability::Streaming, 0)],
+    ));
+    input.probe.as_mut().unwrap().untimestamped = vec!["submitted (response)".into()];
+    let strict = evaluate(&posture("1.0", Dedup::Timestamp, &[]), &input);
+    let relaxed = evaluate(&posture("1.0", Dedup::None, &[]), &input);
+    assert!(!strict.authoritative);
+    assert!(relaxed.authoritative, "{relaxed:#?}");
+    assert_eq!(relaxed.gate_state, Some(EffectiveGate::CardTrusted));
+}
+
+#[test]
+fn untrusted_card_reports_untrusted_gate() {
+    let mut input = all_good();
+    input.card.as_mut().unwrap().trust = CardTrust::Untrusted {
+        reason: "bad sig".into(),
+    };
+    let decision = evaluate(&posture("1.0", Dedup::Timestamp, &[]), &input);
+    assert_eq!(decision.gate_state, Some(EffectiveGate::Untrusted));
+    assert!(!decision.authoritative);
+}
+
+#[test]
+fn state_transition_history_on_a_v1_interface_explains_its_removal() {
+    let decision = evaluate(
+        &posture(
+            "1.0",
+            Dedup::Timestamp,
+            &[Capability::StateTransitionHistory],
+        ),
+        &all_good(),
+    );
+    let c = decision
+        .conditions
+        .iter()
+        .find(|c| c.id == "capability:stateTransitionHistory")
+        .unwrap();
+    assert_eq!(c.status, Fail);
+    assert!(c.reason.contains("v1.0 removed it"), "{}", c.reason);
+}

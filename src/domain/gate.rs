@@ -1,0 +1,472 @@
+//! Gate state per subject, derived by folding the subject's ledger events.
+//!
+//! The rules are trust-model.md's: every subject starts `card-trusted`; only a passing probe
+//! cycle promotes to `lifecycle-trusted`; a demotion trigger on a `lifecycle-trusted` subject
+//! demotes; a demoted subject is promoted again only by a probe that *started* after the
+//! demotion. A card that stops verifying overlays `untrusted` without erasing the gate, because
+//! card trust and lifecycle trust are separate facts.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+
+use super::capability::Capability;
+use super::ledger::EventBody;
+use super::time::Timestamp;
+
+/// The one-way promotion ladder of a subject.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum GateState {
+    CardTrusted,
+    LifecycleTrusted,
+    Demoted,
+}
+
+/// What callers are told: the gate, or `untrusted` when the current card cannot be trusted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum EffectiveGate {
+    Untrusted,
+    CardTrusted,
+    LifecycleTrusted,
+    Demoted,
+}
+
+impl EffectiveGate {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EffectiveGate::Untrusted => "untrusted",
+            EffectiveGate::CardTrusted => "card-trusted",
+            EffectiveGate::LifecycleTrusted => "lifecycle-trusted",
+            EffectiveGate::Demoted => "demoted",
+        }
+    }
+}
+
+impl fmt::Display for EffectiveGate {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// The classes of demotion trigger (trust-model.md, "Demotion triggers").
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum DemotionClass {
+    /// A terminal transition without `status.timestamp`.
+    Timestamp,
+    /// `stateTransitionHistory` length not increasing across a state change.
+    History,
+    /// Push webhook registration failing after the retry budget.
+    Push,
+    /// More than one terminal transition, or a transition after a terminal one.
+    Terminal,
+}
+
+impl DemotionClass {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DemotionClass::Timestamp => "timestamp",
+            DemotionClass::History => "history",
+            DemotionClass::Push => "push",
+            DemotionClass::Terminal => "terminal",
+        }
+    }
+}
+
+/// Everything the ledger says about one subject, folded.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SubjectState {
+    pub gate: GateState,
+    /// When the subject was last demoted; a re-promoting probe must start after it.
+    pub demoted_at: Option<Timestamp>,
+    /// Why it is demoted (empty unless `gate` is `Demoted`).
+    pub demotion_classes: BTreeSet<DemotionClass>,
+    /// Set while the callee's current card cannot be trusted, with the reason.
+    pub card_untrusted: Option<String>,
+    /// The current card no longer offers this version.
+    pub withdrawn: bool,
+    /// Capabilities the card advertises for this subject, each with the start of its current
+    /// uninterrupted advertisement (a probe older than that says nothing about it).
+    pub advertised: BTreeMap<Capability, Timestamp>,
+}
+
+/// An event that the current state does not allow. The store refuses to append it.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum GateError {
+    #[error("the first event of a subject must be version-appeared, not {0}")]
+    NotStarted(&'static str),
+    #[error("the subject already exists; version-appeared cannot start it again")]
+    AlreadyStarted,
+    #[error("promotion refused: {0}")]
+    PromotionRefused(String),
+    #[error(
+        "demotion refused: the subject is {0}, and only a lifecycle-trusted subject can be demoted"
+    )]
+    DemotionRefused(&'static str),
+}
+
+impl SubjectState {
+    /// The state a subject starts in, from its first event.
+    pub fn start(body: &EventBody, at: Timestamp) -> Result<Self, GateError> {
+        let EventBody::VersionAppeared { advertised, .. } = body else {
+            return Err(GateError::NotStarted(body.kind()));
+        };
+        Ok(Self {
+            gate: GateState::CardTrusted,
+            demoted_at: None,
+            demotion_classes: BTreeSet::new(),
+            card_untrusted: None,
+            withdrawn: false,
+            advertised: advertised.iter().map(|c| (*c, at)).collect(),
+        })
+    }
+
+    /// The state after `body`, recorded at `at`; an error when the rules forbid the event.
+    pub fn apply(&self, body: &EventBody, at: Timestamp) -> Result<Self, GateError> {
+        let mut next = self.clone();
+        match body {
+            EventBody::VersionAppeared { advertised, .. } => {
+                if !self.withdrawn {
+                    return Err(GateError::AlreadyStarted);
+                }
+                // A version that comes back is the same subject: its gate and evidence stand,
+                // like a republish. Its capabilities are advertised afresh.
+                next.withdrawn = false;
+                next.advertised = advertised.iter().map(|c| (*c, at)).collect();
+            }
+            EventBody::VersionWithdrawn { .. } => {
+                next.withdrawn = true;
+                next.advertised.clear();
+            }
+            EventBody::CapabilityAdvertised { capability, .. } => {
+                next.advertised.entry(*capability).or_insert(at);
+            }
+            EventBody::CapabilityWithdrawn { capability, .. } => {
+                next.advertised.remove(capability);
+            }
+            EventBody::CardUntrusted { reason, .. } => next.card_untrusted = Some(reason.clone()),
+            EventBody::CardTrustRestored { .. } => next.card_untrusted = None,
+            EventBody::Promoted {
+                probe_started_at, ..
+            } => match self.gate {
+                GateState::CardTrusted => next.gate = GateState::LifecycleTrusted,
+                GateState::LifecycleTrusted => {
+                    return Err(GateError::PromotionRefused(
+                        "the subject is already lifecycle-trusted".into(),
+                    ));
+                }
+                GateState::Demoted => {
+                    let demoted_at = self.demoted_at.expect("a demoted subject has demoted_at");
+                    if *probe_started_at <= demoted_at {
+                        return Err(GateError::PromotionRefused(format!(
+                            "the probe started at {} but the subject was demoted at {}; only a \
+                             probe that started after the demotion re-promotes",
+                            super::time::format(*probe_started_at),
+                            super::time::format(demoted_at)
+                        )));
+                    }
+                    next.gate = GateState::LifecycleTrusted;
+                    next.demoted_at = None;
+                    next.demotion_classes.clear();
+                }
+            },
+            EventBody::Demoted { class, .. } => match self.gate {
+                GateState::CardTrusted => return Err(GateError::DemotionRefused("card-trusted")),
+                GateState::LifecycleTrusted | GateState::Demoted => {
+                    // A second trigger while demoted adds its class and restarts the clock:
+                    // the re-promoting probe must postdate every known violation.
+                    next.gate = GateState::Demoted;
+                    next.demoted_at = Some(at);
+                    next.demotion_classes.insert(*class);
+                }
+            },
+            EventBody::CardRepublished { .. }
+            | EventBody::ProbeFinished { .. }
+            | EventBody::ReportReceived { .. } => {}
+        }
+        Ok(next)
+    }
+
+    /// Folds a subject's events in ledger order. `None` for no events.
+    pub fn derive<'a>(
+        events: impl IntoIterator<Item = (&'a EventBody, Timestamp)>,
+    ) -> Result<Option<Self>, GateError> {
+        let mut state: Option<Self> = None;
+        for (body, at) in events {
+            state = Some(match &state {
+                None => Self::start(body, at)?,
+                Some(s) => s.apply(body, at)?,
+            });
+        }
+        Ok(state)
+    }
+
+    /// The gate as callers see it.
+    pub fn effective(&self) -> EffectiveGate {
+        if self.card_untrusted.is_some() {
+            return EffectiveGate::Untrusted;
+        }
+        match self.gate {
+            GateState::CardTrusted => EffectiveGate::CardTrusted,
+            GateState::LifecycleTrusted => EffectiveGate::LifecycleTrusted,
+            GateState::Demoted => EffectiveGate::Demoted,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::domain::ids::{ProbeRunId, ReportId, SnapshotId};
+    use chrono::{TimeZone, Utc};
+
+    fn t(secs: i64) -> Timestamp {
+        Utc.timestamp_opt(1_700_000_000 + secs, 0).unwrap()
+    }
+
+    fn appeared(caps: &[Capability]) -> EventBody {
+        EventBody::VersionAppeared {
+            snapshot_id: SnapshotId::new(),
+            advertised: caps.to_vec(),
+        }
+    }
+
+    fn promoted(started: i64) -> EventBody {
+        EventBody::Promoted {
+            probe_run_id: ProbeRunId::new(),
+            probe_started_at: t(started),
+        }
+    }
+
+    fn demoted(class: DemotionClass) -> EventBody {
+        EventBody::Demoted {
+            class,
+            probe_run_id: None,
+            report_id: Some(ReportId::new()),
+            reason: "test".into(),
+        }
+    }
+
+    /// Runs `events` (body, time) from a fresh subject; returns the final result.
+    fn run(events: &[(EventBody, i64)]) -> Result<Option<SubjectState>, GateError> {
+        SubjectState::derive(events.iter().map(|(b, at)| (b, t(*at))))
+    }
+
+    /// (case, events with their times, final gate or the start of the refusal message)
+    type Case = (
+        &'static str,
+        Vec<(EventBody, i64)>,
+        Result<GateState, &'static str>,
+    );
+
+    #[test]
+    fn gate_derivation_table() {
+        use GateState::*;
+        let table: Vec<Case> = vec![
+            (
+                "new subject starts card-trusted",
+                vec![(appeared(&[]), 0)],
+                Ok(CardTrusted),
+            ),
+            (
+                "a passing probe promotes",
+                vec![(appeared(&[]), 0), (promoted(5), 10)],
+                Ok(LifecycleTrusted),
+            ),
+            (
+                "a trigger on a lifecycle-trusted subject demotes",
+                vec![
+                    (appeared(&[]), 0),
+                    (promoted(5), 10),
+                    (demoted(DemotionClass::Timestamp), 20),
+                ],
+                Ok(Demoted),
+            ),
+            (
+                "a probe that started after the demotion re-promotes",
+                vec![
+                    (appeared(&[]), 0),
+                    (promoted(5), 10),
+                    (demoted(DemotionClass::History), 20),
+                    (promoted(21), 30),
+                ],
+                Ok(LifecycleTrusted),
+            ),
+            (
+                "a probe that started before the demotion does not re-promote",
+                vec![
+                    (appeared(&[]), 0),
+                    (promoted(5), 10),
+                    (demoted(DemotionClass::History), 20),
+                    (promoted(19), 30),
+                ],
+                Err("promotion refused"),
+            ),
+            (
+                "a probe that started at the demotion instant does not re-promote",
+                vec![
+                    (appeared(&[]), 0),
+                    (promoted(5), 10),
+                    (demoted(DemotionClass::Push), 20),
+                    (promoted(20), 30),
+                ],
+                Err("promotion refused"),
+            ),
+            (
+                "a republish moves nothing",
+                vec![
+                    (appeared(&[]), 0),
+                    (promoted(5), 10),
+                    (demoted(DemotionClass::Terminal), 20),
+                    (
+                        EventBody::CardRepublished {
+                            snapshot_id: SnapshotId::new(),
+                            sha256: "ab".into(),
+                        },
+                        30,
+                    ),
+                ],
+                Ok(Demoted),
+            ),
+            (
+                "a card-trusted subject cannot be demoted",
+                vec![(appeared(&[]), 0), (demoted(DemotionClass::Timestamp), 20)],
+                Err("demotion refused"),
+            ),
+            (
+                "promotion is one-way: promoting twice is refused",
+                vec![(appeared(&[]), 0), (promoted(5), 10), (promoted(11), 12)],
+                Err("promotion refused"),
+            ),
+            (
+                "a subject must start with version-appeared",
+                vec![(promoted(5), 10)],
+                Err("the first event"),
+            ),
+        ];
+        for (name, events, expected) in table {
+            let got = run(&events);
+            match (got, expected) {
+                (Ok(Some(state)), Ok(gate)) => assert_eq!(state.gate, gate, "{name}"),
+                (Err(err), Err(prefix)) => {
+                    assert!(err.to_string().starts_with(prefix), "{name}: {err}")
+                }
+                (got, expected) => panic!("{name}: got {got:?}, expected {expected:?}"),
+            }
+        }
+    }
+
+    #[test]
+    fn a_second_trigger_while_demoted_adds_its_class_and_restarts_the_clock() {
+        let state = run(&[
+            (appeared(&[]), 0),
+            (promoted(5), 10),
+            (demoted(DemotionClass::Timestamp), 20),
+            (demoted(DemotionClass::History), 40),
+        ])
+        .unwrap()
+        .unwrap();
+        assert_eq!(
+            state.demotion_classes,
+            BTreeSet::from([DemotionClass::Timestamp, DemotionClass::History])
+        );
+        assert_eq!(state.demoted_at, Some(t(40)));
+        // A probe that started between the two demotions no longer re-promotes.
+        assert!(state.apply(&promoted(30), t(50)).is_err());
+        let again = state.apply(&promoted(41), t(50)).unwrap();
+        assert_eq!(again.gate, GateState::LifecycleTrusted);
+        assert!(again.demotion_classes.is_empty());
+    }
+
+    #[test]
+    fn untrusted_card_overlays_the_gate_and_restoring_it_returns_the_gate() {
+        let snapshot_id = SnapshotId::new();
+        let state = run(&[
+            (appeared(&[]), 0),
+            (promoted(5), 10),
+            (
+                EventBody::CardUntrusted {
+                    snapshot_id,
+                    reason: "bad signature".into(),
+                },
+                20,
+            ),
+        ])
+        .unwrap()
+        .unwrap();
+        assert_eq!(state.effective(), EffectiveGate::Untrusted);
+        assert_eq!(state.gate, GateState::LifecycleTrusted);
+        let restored = state
+            .apply(&EventBody::CardTrustRestored { snapshot_id }, t(30))
+            .unwrap();
+        assert_eq!(restored.effective(), EffectiveGate::LifecycleTrusted);
+    }
+
+    #[test]
+    fn capability_advertisement_keeps_the_start_of_the_current_run() {
+        let snapshot_id = SnapshotId::new();
+        let cap = Capability::Streaming;
+        let state = run(&[
+            (appeared(&[cap]), 0),
+            (
+                EventBody::CapabilityAdvertised {
+                    capability: cap,
+                    snapshot_id,
+                },
+                10,
+            ),
+        ])
+        .unwrap()
+        .unwrap();
+        assert_eq!(
+            state.advertised.get(&cap),
+            Some(&t(0)),
+            "re-advertising keeps the start"
+        );
+        let state = state
+            .apply(
+                &EventBody::CapabilityWithdrawn {
+                    capability: cap,
+                    snapshot_id,
+                },
+                t(20),
+            )
+            .unwrap()
+            .apply(
+                &EventBody::CapabilityAdvertised {
+                    capability: cap,
+                    snapshot_id,
+                },
+                t(30),
+            )
+            .unwrap();
+        assert_eq!(
+            state.advertised.get(&cap),
+            Some(&t(30)),
+            "a new run starts later"
+        );
+    }
+
+    #[test]
+    fn a_withdrawn_version_can_reappear_with_its_gate_intact() {
+        let snapshot_id = SnapshotId::new();
+        let state = run(&[
+            (appeared(&[]), 0),
+            (promoted(5), 10),
+            (EventBody::VersionWithdrawn { snapshot_id }, 20),
+            (appeared(&[Capability::Streaming]), 30),
+        ])
+        .unwrap()
+        .unwrap();
+        assert!(!state.withdrawn);
+        assert_eq!(state.gate, GateState::LifecycleTrusted);
+        assert_eq!(state.advertised.get(&Capability::Streaming), Some(&t(30)));
+        assert_eq!(
+            state.apply(&appeared(&[]), t(40)),
+            Err(GateError::AlreadyStarted)
+        );
+    }
+}

@@ -1,0 +1,12 @@
+//! The pure domain: no I/O, no clocks, no SQL. Everything here takes values and returns values,
+//! with `now` passed in, so every rule of the trust model is unit-testable.
+
+pub mod callee;
+pub mod capability;
+pub mod decision;
+pub mod gate;
+pub mod ids;
+pub mod jcs;
+pub mod ledger;
+pub mod time;
+pub mod version;

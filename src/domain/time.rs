@@ -1,0 +1,24 @@
+//! Timestamps as the registry stores them.
+//!
+//! Postgres keeps microseconds, so every instant the registry records is truncated to
+//! microseconds first; otherwise a value would change on its way through the database and the
+//! ledger's hashes (which include `recorded_at`) would stop matching.
+
+use chrono::{DateTime, SecondsFormat, SubsecRound, Utc};
+
+pub type Timestamp = DateTime<Utc>;
+
+/// `t` truncated to the precision the stores keep.
+pub fn to_stored_precision(t: Timestamp) -> Timestamp {
+    t.trunc_subsecs(6)
+}
+
+/// The wall clock at stored precision. Domain code never calls this; services pass `now` in.
+pub fn now() -> Timestamp {
+    to_stored_precision(Utc::now())
+}
+
+/// The one text form used in hashes and JSON: RFC 3339, UTC, microseconds, `Z`.
+pub fn format(t: Timestamp) -> String {
+    t.to_rfc3339_opts(SecondsFormat::Micros, true)
+}

@@ -1,0 +1,170 @@
+//! `/v1/callees`: registering and browsing callees.
+
+use axum::extract::State;
+use axum::http::StatusCode;
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use utoipa::{IntoParams, ToSchema};
+use uuid::Uuid;
+
+use super::error::{ApiError, ErrorBody};
+use super::extract::{Json, Path, Query};
+use super::views::GateStateView;
+use crate::app::AppState;
+use crate::domain::ids::CalleeId;
+use crate::service::callees::{self, CalleeDetail, Registration};
+use crate::storage::Subject;
+
+/// Register a callee by its card URL.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CreateCallee {
+    /// An origin (`https://agent.example`), its well-known card URL, or the legacy
+    /// `/.well-known/agent.json` URL.
+    #[schema(example = "https://agent.example")]
+    pub card_url: String,
+    /// A label for operators.
+    pub name: Option<String>,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct CalleeView {
+    pub id: Uuid,
+    pub card_url: String,
+    pub name: Option<String>,
+    pub created_at: DateTime<Utc>,
+    /// One entry per `Major.Minor` the card offers (or offered).
+    pub subjects: Vec<SubjectView>,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct SubjectView {
+    #[schema(example = "1.0")]
+    pub protocol_version: String,
+    pub gate_state: GateStateView,
+    /// The card no longer offers this version.
+    pub withdrawn: bool,
+    /// The subject's newest ledger event.
+    pub ledger_seq: i64,
+    /// Where the gate state last changed.
+    pub last_change: ChangeView,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ChangeView {
+    pub seq: i64,
+    pub at: DateTime<Utc>,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct CalleePage {
+    pub items: Vec<CalleeView>,
+    /// Pass as `after` for the next page; absent on the last page.
+    pub next_after: Option<Uuid>,
+}
+
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+#[serde(deny_unknown_fields)]
+pub struct PageQuery {
+    /// Page size, 1 to 200 (default 50).
+    pub limit: Option<u32>,
+    /// Cursor: the `next_after` of the previous page.
+    pub after: Option<Uuid>,
+}
+
+pub const DEFAULT_PAGE: u32 = 50;
+pub const MAX_PAGE: u32 = 200;
+
+/// Validates a requested page size.
+pub fn page_size(limit: Option<u32>) -> Result<u32, ApiError> {
+    match limit.unwrap_or(DEFAULT_PAGE) {
+        n @ 1..=MAX_PAGE => Ok(n),
+        n => Err(ApiError::bad_request(
+            "invalid_query",
+            format!("limit must be between 1 and {MAX_PAGE}, got {n}"),
+        )),
+    }
+}
+
+impl From<&Subject> for SubjectView {
+    fn from(s: &Subject) -> Self {
+        Self {
+            protocol_version: s.protocol_version.to_string(),
+            gate_state: s.gate().into(),
+            withdrawn: s.state.withdrawn,
+            ledger_seq: s.last_seq,
+            last_change: ChangeView {
+                seq: s.last_change.seq,
+                at: s.last_change.at,
+            },
+        }
+    }
+}
+
+impl From<CalleeDetail> for CalleeView {
+    fn from(d: CalleeDetail) -> Self {
+        Self {
+            id: d.callee.id.0,
+            card_url: d.callee.card_url.to_string(),
+            name: d.callee.name,
+            created_at: d.callee.created_at,
+            subjects: d.subjects.iter().map(SubjectView::from).collect(),
+        }
+    }
+}
+
+/// Register a callee.
+#[utoipa::path(post, path = "/v1/callees", tag = "callees", request_body = CreateCallee,
+    responses(
+        (status = 201, description = "Registered", body = CalleeView),
+        (status = 400, description = "Malformed body or card URL", body = ErrorBody),
+        (status = 409, description = "The card URL is already registered", body = ErrorBody),
+    ))]
+pub async fn create_callee(
+    State(app): State<AppState>,
+    Json(body): Json<CreateCallee>,
+) -> Result<(StatusCode, Json<CalleeView>), ApiError> {
+    let registration = Registration {
+        card_url: body.card_url,
+        name: body.name,
+    };
+    let detail = callees::register(&app.store, registration, app.now()).await?;
+    Ok((StatusCode::CREATED, Json(detail.into())))
+}
+
+/// List callees in registration order.
+#[utoipa::path(get, path = "/v1/callees", tag = "callees", params(PageQuery),
+    responses(
+        (status = 200, description = "A page of callees", body = CalleePage),
+        (status = 400, description = "Bad paging parameters", body = ErrorBody),
+    ))]
+pub async fn list_callees(
+    State(app): State<AppState>,
+    Query(q): Query<PageQuery>,
+) -> Result<Json<CalleePage>, ApiError> {
+    let limit = page_size(q.limit)?;
+    let page = callees::list(&app.store, q.after.map(CalleeId), limit).await?;
+    let next_after = (page.len() == limit as usize)
+        .then(|| page.last().map(|d| d.callee.id.0))
+        .flatten();
+    Ok(Json(CalleePage {
+        items: page.into_iter().map(Into::into).collect(),
+        next_after,
+    }))
+}
+
+/// One callee with its subjects.
+#[utoipa::path(get, path = "/v1/callees/{id}", tag = "callees",
+    params(("id" = Uuid, Path, description = "Callee id")),
+    responses(
+        (status = 200, description = "The callee", body = CalleeView),
+        (status = 400, description = "Malformed id", body = ErrorBody),
+        (status = 404, description = "No such callee", body = ErrorBody),
+    ))]
+pub async fn get_callee(
+    State(app): State<AppState>,
+    Path(id): Path<Uuid>,
+) -> Result<Json<CalleeView>, ApiError> {
+    Ok(Json(callees::get(&app.store, CalleeId(id)).await?.into()))
+}

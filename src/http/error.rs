@@ -1,0 +1,144 @@
+//! The API's one error type and its JSON envelope, `{"error":{"code","message"}}`.
+//!
+//! Every 4xx and 5xx the service sends goes through [`ApiError`], including extractor
+//! rejections, unknown routes and wrong methods. Server errors log their cause here, once, and
+//! send a generic message: internals never reach the client.
+
+use axum::Json;
+use axum::http::StatusCode;
+use axum::http::header::{HeaderValue, RETRY_AFTER};
+use axum::response::{IntoResponse, Response};
+use serde::Serialize;
+use utoipa::ToSchema;
+
+use crate::service::ServiceError;
+use crate::storage::StoreError;
+
+/// The error envelope.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ErrorBody {
+    pub error: ErrorDetail,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ErrorDetail {
+    /// Stable, machine-readable code, e.g. `not_found`, `invalid_request`.
+    pub code: String,
+    /// Human-readable explanation. Generic for server errors.
+    pub message: String,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ApiError {
+    /// Malformed input: body, query or path. `code` says which kind.
+    #[error("{message}")]
+    BadRequest { code: &'static str, message: String },
+    #[error("{0}")]
+    NotFound(String),
+    #[error("{0}")]
+    MethodNotAllowed(String),
+    #[error("{0}")]
+    Conflict(String),
+    #[error("{0}")]
+    PayloadTooLarge(String),
+    #[error("{0}")]
+    UnsupportedMediaType(String),
+    #[error("rate limit exceeded; retry after {retry_after_secs} s")]
+    TooManyRequests { retry_after_secs: u64 },
+    #[error("{0}")]
+    Unavailable(String),
+    #[error("internal error")]
+    Internal(#[source] anyhow::Error),
+}
+
+impl ApiError {
+    pub fn bad_request(code: &'static str, message: impl Into<String>) -> Self {
+        Self::BadRequest {
+            code,
+            message: message.into(),
+        }
+    }
+
+    pub fn invalid(message: impl Into<String>) -> Self {
+        Self::bad_request("invalid_request", message)
+    }
+
+    fn status(&self) -> StatusCode {
+        match self {
+            Self::BadRequest { .. } => StatusCode::BAD_REQUEST,
+            Self::NotFound(_) => StatusCode::NOT_FOUND,
+            Self::MethodNotAllowed(_) => StatusCode::METHOD_NOT_ALLOWED,
+            Self::Conflict(_) => StatusCode::CONFLICT,
+            Self::PayloadTooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
+            Self::UnsupportedMediaType(_) => StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            Self::TooManyRequests { .. } => StatusCode::TOO_MANY_REQUESTS,
+            Self::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
+            Self::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
+        }
+    }
+
+    fn code(&self) -> &'static str {
+        match self {
+            Self::BadRequest { code, .. } => code,
+            Self::NotFound(_) => "not_found",
+            Self::MethodNotAllowed(_) => "method_not_allowed",
+            Self::Conflict(_) => "conflict",
+            Self::PayloadTooLarge(_) => "payload_too_large",
+            Self::UnsupportedMediaType(_) => "unsupported_media_type",
+            Self::TooManyRequests { .. } => "rate_limited",
+            Self::Unavailable(_) => "unavailable",
+            Self::Internal(_) => "internal",
+        }
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let status = self.status();
+        let message = match &self {
+            Self::Internal(cause) => {
+                // The cause chain goes to the log only.
+                tracing::error!(error = ?cause, "request failed with an internal error");
+                "internal server error; the cause has been logged".to_string()
+            }
+            other => other.to_string(),
+        };
+        let body = ErrorBody {
+            error: ErrorDetail {
+                code: self.code().to_string(),
+                message,
+            },
+        };
+        let mut response = (status, Json(body)).into_response();
+        if let Self::TooManyRequests { retry_after_secs } = self {
+            response
+                .headers_mut()
+                .insert(RETRY_AFTER, HeaderValue::from(retry_after_secs));
+        }
+        response
+    }
+}
+
+impl From<StoreError> for ApiError {
+    fn from(err: StoreError) -> Self {
+        match err {
+            StoreError::NotFound => Self::NotFound("not found".into()),
+            StoreError::Conflict(what) => {
+                Self::Conflict(format!("conflicts with existing data ({what})"))
+            }
+            StoreError::Refused(gate) => Self::Conflict(gate.to_string()),
+            other => Self::Internal(other.into()),
+        }
+    }
+}
+
+impl From<ServiceError> for ApiError {
+    fn from(err: ServiceError) -> Self {
+        match err {
+            ServiceError::NotFound(m) => Self::NotFound(m),
+            ServiceError::Conflict(m) => Self::Conflict(m),
+            ServiceError::Invalid(m) => Self::invalid(m),
+            ServiceError::Store(e) => e.into(),
+        }
+    }
+}

@@ -1,0 +1,51 @@
+//! Liveness and readiness probes for orchestrators.
+
+use axum::extract::State;
+use serde::Serialize;
+use utoipa::ToSchema;
+
+use super::error::{ApiError, ErrorBody};
+use super::extract::Json;
+use crate::app::AppState;
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct Health {
+    #[schema(example = "ok")]
+    pub status: String,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct Readiness {
+    #[schema(example = "ready")]
+    pub status: String,
+    /// `postgres` or `sqlite`.
+    pub database: String,
+}
+
+/// The process is up.
+#[utoipa::path(get, path = "/healthz", tag = "health",
+    responses((status = 200, description = "Alive", body = Health)))]
+pub async fn healthz() -> Json<Health> {
+    Json(Health {
+        status: "ok".into(),
+    })
+}
+
+/// The database answers.
+#[utoipa::path(get, path = "/readyz", tag = "health",
+    responses(
+        (status = 200, description = "Ready", body = Readiness),
+        (status = 503, description = "The database does not answer", body = ErrorBody),
+    ))]
+pub async fn readyz(State(app): State<AppState>) -> Result<Json<Readiness>, ApiError> {
+    match app.store.ping().await {
+        Ok(()) => Ok(Json(Readiness {
+            status: "ready".into(),
+            database: app.store.backend().into(),
+        })),
+        Err(err) => {
+            tracing::warn!(error = ?err, "readiness check: database unreachable");
+            Err(ApiError::Unavailable("the database does not answer".into()))
+        }
+    }
+}

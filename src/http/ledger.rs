@@ -1,0 +1,140 @@
+//! `/v1/ledger`: reading and verifying the append-only ledger.
+
+use axum::extract::State;
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use utoipa::{IntoParams, ToSchema};
+use uuid::Uuid;
+
+use super::callees::page_size;
+use super::error::{ApiError, ErrorBody};
+use super::extract::{Json, Query};
+use crate::app::AppState;
+use crate::domain::ids::CalleeId;
+use crate::domain::ledger::EventRecord;
+use crate::service::ledger::{self, VerifyReport};
+
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+#[serde(deny_unknown_fields)]
+pub struct LedgerQuery {
+    /// Only events about this callee.
+    pub callee_id: Option<Uuid>,
+    /// Only events with a greater sequence number (default 0: from the start).
+    pub after: Option<i64>,
+    /// Page size, 1 to 200 (default 50).
+    pub limit: Option<u32>,
+}
+
+/// One ledger event, exactly as stored and hashed.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct EventView {
+    pub seq: i64,
+    pub callee_id: Uuid,
+    pub protocol_version: String,
+    /// `version-appeared`, `version-withdrawn`, `card-republished`, `capability-advertised`,
+    /// `capability-withdrawn`, `card-untrusted`, `card-trust-restored`, `probe-finished`,
+    /// `promoted`, `demoted` or `report-received`.
+    pub kind: String,
+    /// The event's fields.
+    #[schema(value_type = Object)]
+    pub data: serde_json::Value,
+    pub actor: String,
+    pub recorded_at: DateTime<Utc>,
+    /// Hash of event `seq - 1` (64 zeros for the first event).
+    pub prev_hash: String,
+    /// sha256 over the RFC 8785 form of every other field.
+    pub hash: String,
+}
+
+impl From<EventRecord> for EventView {
+    fn from(e: EventRecord) -> Self {
+        Self {
+            seq: e.seq,
+            callee_id: e.callee_id.0,
+            protocol_version: e.protocol_version,
+            kind: e.kind,
+            data: e.data,
+            actor: e.actor,
+            recorded_at: e.recorded_at,
+            prev_hash: e.prev_hash,
+            hash: e.hash,
+        }
+    }
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct LedgerPage {
+    pub events: Vec<EventView>,
+    /// Pass as `after` for the next page; absent on the last page.
+    pub next_after: Option<i64>,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct VerifyView {
+    /// True when every link from the first event to the newest verified.
+    pub ok: bool,
+    pub checked: u64,
+    pub head_seq: i64,
+    pub head_hash: String,
+    pub first_broken: Option<BrokenLinkView>,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct BrokenLinkView {
+    pub seq: i64,
+    pub reason: String,
+}
+
+impl From<VerifyReport> for VerifyView {
+    fn from(r: VerifyReport) -> Self {
+        Self {
+            ok: r.ok,
+            checked: r.checked,
+            head_seq: r.head_seq,
+            head_hash: r.head_hash,
+            first_broken: r.first_broken.map(|b| BrokenLinkView {
+                seq: b.seq,
+                reason: b.reason,
+            }),
+        }
+    }
+}
+
+/// Ledger events in sequence order.
+#[utoipa::path(get, path = "/v1/ledger", tag = "ledger", params(LedgerQuery),
+    responses(
+        (status = 200, description = "A page of events", body = LedgerPage),
+        (status = 400, description = "Bad parameters", body = ErrorBody),
+    ))]
+pub async fn list_ledger(
+    State(app): State<AppState>,
+    Query(q): Query<LedgerQuery>,
+) -> Result<Json<LedgerPage>, ApiError> {
+    let limit = page_size(q.limit)?;
+    let after = q.after.unwrap_or(0);
+    if after < 0 {
+        return Err(ApiError::bad_request(
+            "invalid_query",
+            "after must not be negative",
+        ));
+    }
+    let events = app
+        .store
+        .ledger(q.callee_id.map(CalleeId), after, limit)
+        .await?;
+    let next_after = (events.len() == limit as usize)
+        .then(|| events.last().map(|e| e.seq))
+        .flatten();
+    Ok(Json(LedgerPage {
+        events: events.into_iter().map(Into::into).collect(),
+        next_after,
+    }))
+}
+
+/// Walk the whole hash chain and report the first broken link, if any.
+#[utoipa::path(get, path = "/v1/ledger/verify", tag = "ledger",
+    responses((status = 200, description = "The verification report", body = VerifyView)))]
+pub async fn verify_ledger(State(app): State<AppState>) -> Result<Json<VerifyView>, ApiError> {
+    Ok(Json(ledger::verify(&app.store).await?.into()))
+}

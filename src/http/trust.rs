@@ -1,0 +1,180 @@
+//! `GET /v1/trust`: the caller's question and the registry's answer.
+
+use std::collections::BTreeSet;
+
+use axum::extract::State;
+use serde::{Deserialize, Serialize};
+use utoipa::{IntoParams, ToSchema};
+use uuid::Uuid;
+
+use super::error::{ApiError, ErrorBody};
+use super::extract::{Json, Query};
+use super::views::GateStateView;
+use crate::app::AppState;
+use crate::domain::capability::Capability;
+use crate::domain::decision::{ConditionStatus, Decision, Dedup, Posture};
+use crate::domain::ids::CalleeId;
+use crate::domain::version::ProtocolVersion;
+use crate::service::trust;
+
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+#[serde(deny_unknown_fields)]
+pub struct TrustQuery {
+    /// The callee asked about.
+    pub callee_id: Option<String>,
+    /// The A2A version the caller implements, exactly `Major.Minor` (e.g. `1.0`).
+    pub caller_version: Option<String>,
+    /// `timestamp` (default) if the caller deduplicates terminal events by
+    /// `status.timestamp`, `none` if not.
+    pub dedup: Option<String>,
+    /// Comma-separated optional capabilities the caller depends on:
+    /// `streaming`, `pushNotifications`, `stateTransitionHistory`.
+    pub requires: Option<String>,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct DecisionView {
+    pub callee_id: Uuid,
+    pub caller_version: String,
+    pub dedup: DedupView,
+    pub requires: Vec<String>,
+    /// True only when every condition passes: then the caller may derive terminal-state,
+    /// deduplication and progress semantics from this callee. Otherwise the card is advisory.
+    pub authoritative: bool,
+    /// The subject's gate state; absent when the callee has no subject for `caller_version`.
+    pub gate_state: Option<GateStateView>,
+    pub conditions: Vec<ConditionView>,
+    pub evidence: EvidenceView,
+}
+
+#[derive(Debug, Clone, Copy, Serialize, ToSchema)]
+#[serde(rename_all = "kebab-case")]
+pub enum DedupView {
+    Timestamp,
+    None,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ConditionView {
+    /// `card-trusted`, `version-match`, `same-origin`, `lifecycle-probe`,
+    /// `capability:<name>` or `not-demoted`.
+    pub id: String,
+    pub status: ConditionStatusView,
+    pub reason: String,
+}
+
+#[derive(Debug, Clone, Copy, Serialize, ToSchema)]
+#[serde(rename_all = "kebab-case")]
+pub enum ConditionStatusView {
+    Pass,
+    Fail,
+    /// Not established either way. Never counts as a pass.
+    Unknown,
+}
+
+/// What the answer was computed from.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct EvidenceView {
+    pub card_snapshot_id: Option<Uuid>,
+    pub probe_run_id: Option<Uuid>,
+    /// The subject's newest ledger event at the time of the answer.
+    pub ledger_seq: Option<i64>,
+    pub ledger_hash: Option<String>,
+}
+
+/// Parses the query into the callee and the caller's posture, with a precise error for each
+/// malformed part.
+fn parse(q: TrustQuery) -> Result<(CalleeId, Posture), ApiError> {
+    let missing = |name: &str| ApiError::invalid(format!("query parameter `{name}` is required"));
+    let callee_id = q.callee_id.ok_or_else(|| missing("callee_id"))?;
+    let callee_id = Uuid::parse_str(&callee_id)
+        .map(CalleeId)
+        .map_err(|_| ApiError::invalid(format!("callee_id `{callee_id}` is not a UUID")))?;
+    let caller_version = q.caller_version.ok_or_else(|| missing("caller_version"))?;
+    let caller_version = ProtocolVersion::parse_exact(&caller_version)
+        .map_err(|e| ApiError::invalid(format!("caller_version: {e}")))?;
+    let dedup = match q.dedup.as_deref() {
+        None | Some("timestamp") => Dedup::Timestamp,
+        Some("none") => Dedup::None,
+        Some(other) => {
+            return Err(ApiError::invalid(format!(
+                "dedup must be `timestamp` or `none`, not `{other}`"
+            )));
+        }
+    };
+    let requires = q
+        .requires
+        .as_deref()
+        .map(|list| {
+            list.split(',')
+                .map(str::trim)
+                .filter(|s| !s.is_empty())
+                .map(|s| {
+                    s.parse::<Capability>()
+                        .map_err(|e| ApiError::invalid(format!("requires: {e}")))
+                })
+                .collect::<Result<BTreeSet<_>, _>>()
+        })
+        .transpose()?
+        .unwrap_or_default();
+    Ok((
+        callee_id,
+        Posture {
+            caller_version,
+            dedup,
+            requires,
+        },
+    ))
+}
+
+fn view(callee_id: CalleeId, posture: &Posture, d: Decision) -> DecisionView {
+    DecisionView {
+        callee_id: callee_id.0,
+        caller_version: posture.caller_version.to_string(),
+        dedup: match posture.dedup {
+            Dedup::Timestamp => DedupView::Timestamp,
+            Dedup::None => DedupView::None,
+        },
+        requires: posture.requires.iter().map(|c| c.to_string()).collect(),
+        authoritative: d.authoritative,
+        gate_state: d.gate_state.map(Into::into),
+        conditions: d
+            .conditions
+            .into_iter()
+            .map(|c| ConditionView {
+                id: c.id,
+                status: match c.status {
+                    ConditionStatus::Pass => ConditionStatusView::Pass,
+                    ConditionStatus::Fail => ConditionStatusView::Fail,
+                    ConditionStatus::Unknown => ConditionStatusView::Unknown,
+                },
+                reason: c.reason,
+            })
+            .collect(),
+        evidence: EvidenceView {
+            card_snapshot_id: d.evidence.card_snapshot_id.map(|id| id.0),
+            probe_run_id: d.evidence.probe_run_id.map(|id| id.0),
+            ledger_seq: d.evidence.ledger_seq,
+            ledger_hash: d.evidence.ledger_hash,
+        },
+    }
+}
+
+/// May this caller derive lifecycle semantics from this callee?
+///
+/// Answers with every condition and its evidence. `authoritative` is true only when all pass.
+#[utoipa::path(get, path = "/v1/trust", tag = "trust", params(TrustQuery),
+    responses(
+        (status = 200, description = "The decision", body = DecisionView),
+        (status = 400, description = "Missing or malformed parameter", body = ErrorBody),
+        (status = 404, description = "No such callee", body = ErrorBody),
+    ))]
+pub async fn get_trust(
+    State(app): State<AppState>,
+    Query(q): Query<TrustQuery>,
+) -> Result<Json<DecisionView>, ApiError> {
+    let (callee_id, posture) = parse(q)?;
+    let decision = trust::decide(&app.store, callee_id, &posture).await?;
+    Ok(Json(view(callee_id, &posture, decision)))
+}

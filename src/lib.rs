@@ -1,0 +1,18 @@
+//! cardgate: the A2A lifecycle trust registry.
+//!
+//! Callers ask cardgate, before they rely on an A2A agent's lifecycle semantics, whether they
+//! may. It answers from its own evidence (verified cards, real probe tasks) recorded in an
+//! append-only, hash-chained ledger.
+//!
+//! Layers, in dependency order: [`domain`] (pure rules) ← [`storage`] (SQL) ← [`service`]
+//! (use cases) ← [`http`] (REST) and the binary. See `README.md` for the tour.
+
+#![forbid(unsafe_code)]
+
+pub mod app;
+pub mod config;
+pub mod domain;
+pub mod http;
+pub mod service;
+pub mod storage;
+pub mod telemetry;

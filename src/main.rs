@@ -1,0 +1,50 @@
+//! The `cardgate` binary: parses the command line and runs one subcommand.
+
+use std::process::ExitCode;
+
+use anyhow::Context;
+use clap::Parser;
+
+use cardgate::app::{self, App};
+use cardgate::config::{Cli, Command};
+use cardgate::storage::Store;
+use cardgate::{http, telemetry};
+
+#[tokio::main]
+async fn main() -> ExitCode {
+    let cli = Cli::parse();
+    telemetry::init(cli.log_format);
+    match run(cli.command).await {
+        Ok(code) => code,
+        Err(err) => {
+            eprintln!("error: {err:#}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+async fn run(command: Command) -> anyhow::Result<ExitCode> {
+    match command {
+        Command::Serve(args) => {
+            let app = App::build(args.settings()?).await?;
+            let listener = app.bind().await?;
+            app.serve(listener, app::shutdown_signal()).await?;
+        }
+        Command::Migrate(args) => {
+            let store = Store::connect(&args.target()?, &args.pool())
+                .await
+                .context("connecting to the database")?;
+            store.migrate().await.context("applying migrations")?;
+            println!("migrations applied ({})", store.backend());
+        }
+        Command::Openapi => {
+            println!(
+                "{}",
+                http::openapi()
+                    .to_pretty_json()
+                    .context("serializing OpenAPI")?
+            );
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}

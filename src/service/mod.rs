@@ -1,0 +1,21 @@
+//! Use cases shared by the HTTP API, the CLI and background work. Each function reads what it
+//! needs from the store, calls the pure domain, and writes the outcome; none knows about HTTP.
+
+pub mod callees;
+pub mod ledger;
+pub mod trust;
+
+use crate::storage::StoreError;
+
+/// Why a use case failed, in terms a caller can act on.
+#[derive(Debug, thiserror::Error)]
+pub enum ServiceError {
+    #[error("{0}")]
+    NotFound(String),
+    #[error("{0}")]
+    Conflict(String),
+    #[error("{0}")]
+    Invalid(String),
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}

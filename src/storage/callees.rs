@@ -1,0 +1,190 @@
+//! Callees and their subjects.
+
+use chrono::{DateTime, Utc};
+use uuid::Uuid;
+
+use super::{Store, StoreError, dispatch};
+use crate::domain::callee::{Callee, CardUrl};
+use crate::domain::gate::{EffectiveGate, SubjectState};
+use crate::domain::ids::CalleeId;
+use crate::domain::version::ProtocolVersion;
+
+/// A subject as stored: its folded state and where in the ledger it stands.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Subject {
+    pub callee_id: CalleeId,
+    pub protocol_version: ProtocolVersion,
+    pub state: SubjectState,
+    pub last_seq: i64,
+    pub last_hash: String,
+    pub last_change: SubjectChange,
+    pub created_at: DateTime<Utc>,
+}
+
+/// Where the subject's effective gate last changed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SubjectChange {
+    pub seq: i64,
+    pub at: DateTime<Utc>,
+}
+
+impl Subject {
+    pub fn gate(&self) -> EffectiveGate {
+        self.state.effective()
+    }
+}
+
+#[derive(sqlx::FromRow)]
+struct CalleeRow {
+    id: Uuid,
+    card_url: String,
+    name: Option<String>,
+    created_at: DateTime<Utc>,
+}
+
+impl TryFrom<CalleeRow> for Callee {
+    type Error = StoreError;
+    fn try_from(row: CalleeRow) -> Result<Self, StoreError> {
+        Ok(Callee {
+            id: row.id.into(),
+            card_url: CardUrl::parse(&row.card_url).map_err(StoreError::corrupt)?,
+            name: row.name,
+            created_at: row.created_at,
+        })
+    }
+}
+
+#[derive(sqlx::FromRow)]
+pub(super) struct SubjectRow {
+    callee_id: Uuid,
+    protocol_version: String,
+    state: String,
+    last_seq: i64,
+    last_hash: String,
+    last_change_seq: i64,
+    last_change_at: DateTime<Utc>,
+    created_at: DateTime<Utc>,
+}
+
+impl TryFrom<SubjectRow> for Subject {
+    type Error = StoreError;
+    fn try_from(row: SubjectRow) -> Result<Self, StoreError> {
+        Ok(Subject {
+            callee_id: row.callee_id.into(),
+            protocol_version: ProtocolVersion::parse_exact(&row.protocol_version)
+                .map_err(StoreError::corrupt)?,
+            state: serde_json::from_str(&row.state).map_err(StoreError::corrupt)?,
+            last_seq: row.last_seq,
+            last_hash: row.last_hash,
+            last_change: SubjectChange {
+                seq: row.last_change_seq,
+                at: row.last_change_at,
+            },
+            created_at: row.created_at,
+        })
+    }
+}
+
+/// Column lists as macros, so `concat!` can build each query as one `&'static str` literal.
+macro_rules! callee_columns {
+    () => {
+        "id, card_url, name, created_at"
+    };
+}
+macro_rules! subject_columns {
+    () => {
+        "callee_id, protocol_version, state, last_seq, last_hash, last_change_seq, \
+         last_change_at, created_at"
+    };
+}
+pub(super) use subject_columns;
+
+impl Store {
+    /// Inserts a new callee; `Conflict` when its card URL is already registered.
+    pub async fn insert_callee(&self, callee: &Callee) -> Result<(), StoreError> {
+        dispatch!(self, |pool| {
+            sqlx::query(
+                "insert into callees (id, card_url, name, created_at) values ($1, $2, $3, $4)",
+            )
+            .bind(callee.id.0)
+            .bind(callee.card_url.as_str())
+            .bind(callee.name.as_deref())
+            .bind(callee.created_at)
+            .execute(pool)
+            .await
+            .map(drop)
+        })?;
+        Ok(())
+    }
+
+    pub async fn callee(&self, id: CalleeId) -> Result<Callee, StoreError> {
+        let row: CalleeRow = dispatch!(self, |pool| {
+            sqlx::query_as(concat!(
+                "select ",
+                callee_columns!(),
+                " from callees where id = $1"
+            ))
+            .bind(id.0)
+            .fetch_one(pool)
+            .await
+        })?;
+        row.try_into()
+    }
+
+    /// Callees in creation order, after the cursor `after`.
+    pub async fn callees(
+        &self,
+        after: Option<CalleeId>,
+        limit: u32,
+    ) -> Result<Vec<Callee>, StoreError> {
+        // UUID v7 ids sort by creation time, so the id is the cursor. The nil UUID sorts first
+        // in both backends (uuid on Postgres, big-endian blob on SQLite).
+        let after = after.map_or(Uuid::nil(), |id| id.0);
+        let rows: Vec<CalleeRow> = dispatch!(self, |pool| {
+            sqlx::query_as(concat!(
+                "select ",
+                callee_columns!(),
+                " from callees where id > $1 order by id limit $2"
+            ))
+            .bind(after)
+            .bind(i64::from(limit))
+            .fetch_all(pool)
+            .await
+        })?;
+        rows.into_iter().map(TryInto::try_into).collect()
+    }
+
+    /// The callee's subjects, by version.
+    pub async fn subjects(&self, callee_id: CalleeId) -> Result<Vec<Subject>, StoreError> {
+        let rows: Vec<SubjectRow> = dispatch!(self, |pool| {
+            sqlx::query_as(concat!(
+                "select ",
+                subject_columns!(),
+                " from subjects where callee_id = $1 order by protocol_version"
+            ))
+            .bind(callee_id.0)
+            .fetch_all(pool)
+            .await
+        })?;
+        rows.into_iter().map(TryInto::try_into).collect()
+    }
+
+    pub async fn subject(
+        &self,
+        callee_id: CalleeId,
+        version: ProtocolVersion,
+    ) -> Result<Option<Subject>, StoreError> {
+        let row: Option<SubjectRow> = dispatch!(self, |pool| {
+            sqlx::query_as(concat!(
+                "select ",
+                subject_columns!(),
+                " from subjects where callee_id = $1 and protocol_version = $2"
+            ))
+            .bind(callee_id.0)
+            .bind(version.to_string())
+            .fetch_optional(pool)
+            .await
+        })?;
+        row.map(TryInto::try_into).transpose()
+    }
+}

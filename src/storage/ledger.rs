@@ -1,0 +1,248 @@
+//! The ledger: appending events (with the subject state they change, atomically) and reading
+//! them back in sequence order.
+
+use chrono::{DateTime, Utc};
+use serde_json::Value;
+use uuid::Uuid;
+
+use super::callees::{Subject, SubjectRow, subject_columns};
+use super::{BeginWrite, Store, StoreError, dispatch};
+use crate::domain::gate::SubjectState;
+use crate::domain::ids::CalleeId;
+use crate::domain::ledger::{EventRecord, GENESIS_HASH, NewEvent};
+use crate::domain::time::Timestamp;
+
+#[derive(sqlx::FromRow)]
+struct EventRow {
+    seq: i64,
+    callee_id: Uuid,
+    protocol_version: String,
+    kind: String,
+    data: String,
+    actor: String,
+    recorded_at: DateTime<Utc>,
+    prev_hash: String,
+    hash: String,
+}
+
+impl From<EventRow> for EventRecord {
+    fn from(row: EventRow) -> Self {
+        // Stored data that is not JSON any more (someone edited it) is kept as a string: its
+        // hash then no longer matches, and verification reports the broken link.
+        let data = serde_json::from_str(&row.data).unwrap_or(Value::String(row.data));
+        EventRecord {
+            seq: row.seq,
+            callee_id: row.callee_id.into(),
+            protocol_version: row.protocol_version,
+            kind: row.kind,
+            data,
+            actor: row.actor,
+            recorded_at: row.recorded_at,
+            prev_hash: row.prev_hash,
+            hash: row.hash,
+        }
+    }
+}
+
+macro_rules! event_columns {
+    () => {
+        "seq, callee_id, protocol_version, kind, data, actor, recorded_at, prev_hash, hash"
+    };
+}
+
+/// Appending inside an open write transaction, shared by every operation that writes events.
+pub(crate) trait AppendEvents {
+    /// Appends `events` in order at `now`, updating each subject's folded state. Fails (and the
+    /// caller's transaction must roll back) if the gate rules refuse any event.
+    async fn append_events(
+        &mut self,
+        events: &[NewEvent],
+        now: Timestamp,
+    ) -> Result<Vec<(EventRecord, Subject)>, StoreError>;
+}
+
+macro_rules! impl_append_events {
+    ($db:ty, $lock:expr) => {
+        impl AppendEvents for sqlx::Transaction<'static, $db> {
+            async fn append_events(
+                &mut self,
+                events: &[NewEvent],
+                now: Timestamp,
+            ) -> Result<Vec<(EventRecord, Subject)>, StoreError> {
+                if let Some(lock) = $lock {
+                    sqlx::query(lock).execute(&mut **self).await?;
+                }
+                let head: Option<(i64, String)> =
+                    sqlx::query_as("select seq, hash from ledger order by seq desc limit 1")
+                        .fetch_optional(&mut **self)
+                        .await?;
+                let (mut seq, mut prev_hash) = head.unwrap_or((0, GENESIS_HASH.to_string()));
+                let mut appended = Vec::with_capacity(events.len());
+                for event in events {
+                    let version = event.protocol_version.to_string();
+                    let current: Option<SubjectRow> = sqlx::query_as(concat!(
+                        "select ",
+                        subject_columns!(),
+                        " from subjects where callee_id = $1 and protocol_version = $2"
+                    ))
+                    .bind(event.callee_id.0)
+                    .bind(&version)
+                    .fetch_optional(&mut **self)
+                    .await?;
+                    let current: Option<Subject> = current.map(TryInto::try_into).transpose()?;
+                    let state = match &current {
+                        None => SubjectState::start(&event.body, now)?,
+                        Some(subject) => subject.state.apply(&event.body, now)?,
+                    };
+
+                    seq += 1;
+                    let record = EventRecord::seal(event, seq, &prev_hash, now);
+                    sqlx::query(concat!(
+                        "insert into ledger (",
+                        event_columns!(),
+                        ") values ($1, $2, $3, $4, $5, $6, $7, $8, $9)"
+                    ))
+                    .bind(record.seq)
+                    .bind(record.callee_id.0)
+                    .bind(&record.protocol_version)
+                    .bind(&record.kind)
+                    .bind(record.data.to_string())
+                    .bind(&record.actor)
+                    .bind(record.recorded_at)
+                    .bind(&record.prev_hash)
+                    .bind(&record.hash)
+                    .execute(&mut **self)
+                    .await?;
+
+                    let gate_changed = current
+                        .as_ref()
+                        .is_none_or(|s| s.gate() != state.effective());
+                    let subject = Subject {
+                        callee_id: event.callee_id,
+                        protocol_version: event.protocol_version,
+                        last_seq: record.seq,
+                        last_hash: record.hash.clone(),
+                        last_change: match &current {
+                            Some(s) if !gate_changed => s.last_change,
+                            _ => super::SubjectChange {
+                                seq: record.seq,
+                                at: record.recorded_at,
+                            },
+                        },
+                        created_at: current
+                            .as_ref()
+                            .map_or(record.recorded_at, |s| s.created_at),
+                        state,
+                    };
+                    let state_json =
+                        serde_json::to_string(&subject.state).expect("subject state serializes");
+                    let sql = if current.is_some() {
+                        "update subjects set gate_state = $3, state = $4, last_seq = $5, \
+                         last_hash = $6, last_change_seq = $7, last_change_at = $8 \
+                         where callee_id = $1 and protocol_version = $2 and created_at = $9"
+                    } else {
+                        "insert into subjects (callee_id, protocol_version, gate_state, state, \
+                         last_seq, last_hash, last_change_seq, last_change_at, created_at) \
+                         values ($1, $2, $3, $4, $5, $6, $7, $8, $9)"
+                    };
+                    sqlx::query(sql)
+                        .bind(event.callee_id.0)
+                        .bind(&version)
+                        .bind(subject.gate().as_str())
+                        .bind(state_json)
+                        .bind(subject.last_seq)
+                        .bind(&subject.last_hash)
+                        .bind(subject.last_change.seq)
+                        .bind(subject.last_change.at)
+                        .bind(subject.created_at)
+                        .execute(&mut **self)
+                        .await?;
+
+                    prev_hash = record.hash.clone();
+                    appended.push((record, subject));
+                }
+                Ok(appended)
+            }
+        }
+    };
+}
+
+// One global chain needs one appender at a time. Postgres: a transaction-scoped advisory lock,
+// held until commit, so replicas on one database serialize too. SQLite: the write transaction
+// is already BEGIN IMMEDIATE, which excludes every other writer.
+impl_append_events!(
+    sqlx::Postgres,
+    Some("select pg_advisory_xact_lock(7250001)")
+);
+impl_append_events!(sqlx::Sqlite, None::<&'static str>);
+
+impl Store {
+    /// Appends `events` (all or none) and returns them sealed, with each subject after it.
+    pub async fn append(
+        &self,
+        events: &[NewEvent],
+        now: Timestamp,
+    ) -> Result<Vec<(EventRecord, Subject)>, StoreError> {
+        dispatch!(self, |pool| {
+            let mut tx = pool.begin_write().await?;
+            let appended = tx.append_events(events, now).await?;
+            tx.commit().await?;
+            Ok(appended)
+        })
+    }
+
+    /// Events after `after` in sequence order, optionally for one callee.
+    pub async fn ledger(
+        &self,
+        callee_id: Option<CalleeId>,
+        after: i64,
+        limit: u32,
+    ) -> Result<Vec<EventRecord>, StoreError> {
+        let rows: Vec<EventRow> = dispatch!(self, |pool| match callee_id {
+            Some(callee_id) => {
+                sqlx::query_as(concat!(
+                    "select ",
+                    event_columns!(),
+                    " from ledger where callee_id = $1 and seq > $2 order by seq limit $3"
+                ))
+                .bind(callee_id.0)
+                .bind(after)
+                .bind(i64::from(limit))
+                .fetch_all(pool)
+                .await
+            }
+            None => {
+                sqlx::query_as(concat!(
+                    "select ",
+                    event_columns!(),
+                    " from ledger where seq > $1 order by seq limit $2"
+                ))
+                .bind(after)
+                .bind(i64::from(limit))
+                .fetch_all(pool)
+                .await
+            }
+        })?;
+        Ok(rows.into_iter().map(EventRecord::from).collect())
+    }
+
+    /// The subject's events folded afresh from the ledger, for checking the cached state.
+    pub async fn ledger_for_subject(
+        &self,
+        callee_id: CalleeId,
+        version: crate::domain::version::ProtocolVersion,
+    ) -> Result<Vec<EventRecord>, StoreError> {
+        let rows: Vec<EventRow> = dispatch!(self, |pool| {
+            sqlx::query_as(concat!(
+                "select ",
+                event_columns!(),
+                " from ledger where callee_id = $1 and protocol_version = $2 order by seq"
+            ))
+            .bind(callee_id.0)
+            .bind(version.to_string())
+            .fetch_all(pool)
+            .await
+        })?;
+        Ok(rows.into_iter().map(EventRecord::from).collect())
+    }
+}

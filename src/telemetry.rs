@@ -1,0 +1,20 @@
+//! Logging setup: `RUST_LOG`-style filtering (default `info`), text or JSON lines on stderr.
+
+use std::io::IsTerminal;
+
+use tracing_subscriber::EnvFilter;
+
+use crate::config::LogFormat;
+
+pub fn init(format: LogFormat) {
+    let filter = EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| EnvFilter::new("info,sqlx=warn,tower_http=info"));
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    // A second init (tests) is harmless; ignore it.
+    let _ = match format {
+        LogFormat::Text => builder.try_init(),
+        LogFormat::Json => builder.json().flatten_event(true).try_init(),
+    };
+}

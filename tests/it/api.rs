@@ -1,0 +1,346 @@
+//! The REST API over a real server on a loopback port.
+
+use serde_json::json;
+
+use crate::support::{TestDb, TestServer, error_code, json_of, on_both_backends};
+
+on_both_backends!(
+    create_get_and_list_callees,
+    bad_requests_get_the_envelope,
+    trust_query_is_validated,
+    ledger_endpoints_answer,
+);
+
+async fn create_get_and_list_callees(db: TestDb) {
+    let server = TestServer::start(db.target.clone()).await;
+    let (status, created) = server
+        .post(
+            "/v1/callees",
+            json!({"card_url": "https://agent.example", "name": "Agent"}),
+        )
+        .await;
+    assert_eq!(status, 201, "{created}");
+    let id = created["id"].as_str().unwrap().to_string();
+    assert_eq!(created["card_url"], "https://agent.example/");
+    assert_eq!(created["name"], "Agent");
+    assert!(created["created_at"].is_string());
+    assert_eq!(created["subjects"], json!([]));
+
+    let (status, fetched) = server.get(&format!("/v1/callees/{id}")).await;
+    assert_eq!(status, 200);
+    assert_eq!(fetched, created);
+
+    let (status, dup) = server
+        .post("/v1/callees", json!({"card_url": "https://agent.example/"}))
+        .await;
+    assert_eq!(status, 409);
+    assert_eq!(error_code(&dup), "conflict");
+
+    for n in 0..3 {
+        server
+            .post(
+                "/v1/callees",
+                json!({"card_url": format!("https://a{n}.example")}),
+            )
+            .await;
+    }
+    let (status, page1) = server.get("/v1/callees?limit=3").await;
+    assert_eq!(status, 200);
+    assert_eq!(page1["items"].as_array().unwrap().len(), 3);
+    assert_eq!(page1["items"][0]["id"], id.as_str());
+    let after = page1["next_after"]
+        .as_str()
+        .expect("a next page")
+        .to_string();
+    let (_, page2) = server
+        .get(&format!("/v1/callees?limit=3&after={after}"))
+        .await;
+    assert_eq!(page2["items"].as_array().unwrap().len(), 1);
+    assert!(page2["next_after"].is_null());
+    server.stop().await;
+}
+
+async fn bad_requests_get_the_envelope(db: TestDb) {
+    let server = TestServer::start(db.target.clone()).await;
+    let post_raw = |body: &'static str, content_type: &'static str| {
+        server
+            .client
+            .post(server.url("/v1/callees"))
+            .header("content-type", content_type)
+            .body(body)
+            .send()
+    };
+    let cases: Vec<(&str, reqwest::Response, u16, &str)> = vec![
+        (
+            "truncated JSON",
+            post_raw("{\"card_url\":", "application/json")
+                .await
+                .unwrap(),
+            400,
+            "invalid_json",
+        ),
+        (
+            "not JSON",
+            post_raw("card_url=x", "application/json").await.unwrap(),
+            400,
+            "invalid_json",
+        ),
+        (
+            "unknown field",
+            post_raw(
+                r#"{"card_url":"https://a.example","admin":true}"#,
+                "application/json",
+            )
+            .await
+            .unwrap(),
+            400,
+            "invalid_body",
+        ),
+        (
+            "missing field",
+            post_raw(r#"{"name":"x"}"#, "application/json")
+                .await
+                .unwrap(),
+            400,
+            "invalid_body",
+        ),
+        (
+            "wrong type",
+            post_raw(r#"{"card_url":5}"#, "application/json")
+                .await
+                .unwrap(),
+            400,
+            "invalid_body",
+        ),
+        (
+            "bad scheme",
+            post_raw(r#"{"card_url":"file:///etc/passwd"}"#, "application/json")
+                .await
+                .unwrap(),
+            400,
+            "invalid_request",
+        ),
+        (
+            "no content type",
+            post_raw(r#"{"card_url":"https://a.example"}"#, "text/plain")
+                .await
+                .unwrap(),
+            415,
+            "unsupported_media_type",
+        ),
+        (
+            "malformed id",
+            server
+                .client
+                .get(server.url("/v1/callees/not-a-uuid"))
+                .send()
+                .await
+                .unwrap(),
+            400,
+            "invalid_path",
+        ),
+        (
+            "unknown callee",
+            server
+                .client
+                .get(server.url(&format!("/v1/callees/{}", uuid::Uuid::now_v7())))
+                .send()
+                .await
+                .unwrap(),
+            404,
+            "not_found",
+        ),
+        (
+            "unknown route",
+            server
+                .client
+                .get(server.url("/v1/nothing"))
+                .send()
+                .await
+                .unwrap(),
+            404,
+            "not_found",
+        ),
+        (
+            "wrong method",
+            server
+                .client
+                .delete(server.url("/v1/callees"))
+                .send()
+                .await
+                .unwrap(),
+            405,
+            "method_not_allowed",
+        ),
+        (
+            "page too big",
+            server
+                .client
+                .get(server.url("/v1/callees?limit=1000"))
+                .send()
+                .await
+                .unwrap(),
+            400,
+            "invalid_query",
+        ),
+        (
+            "unknown query parameter",
+            server
+                .client
+                .get(server.url("/v1/callees?sort=x"))
+                .send()
+                .await
+                .unwrap(),
+            400,
+            "invalid_query",
+        ),
+        (
+            "oversized body",
+            server
+                .client
+                .post(server.url("/v1/callees"))
+                .header("content-type", "application/json")
+                .body(format!(
+                    r#"{{"card_url":"https://a.example","name":"{}"}}"#,
+                    "x".repeat(200_000)
+                ))
+                .send()
+                .await
+                .unwrap(),
+            413,
+            "payload_too_large",
+        ),
+    ];
+    for (name, response, status, code) in cases {
+        let (got, body) = json_of(response).await;
+        assert_eq!(got, status, "{name}: {body}");
+        assert_eq!(error_code(&body), code, "{name}: {body}");
+    }
+    // Nothing was half-written by any of them.
+    let (_, page) = server.get("/v1/callees").await;
+    assert_eq!(page["items"], json!([]));
+    server.stop().await;
+}
+
+async fn trust_query_is_validated(db: TestDb) {
+    let server = TestServer::start(db.target.clone()).await;
+    let (_, created) = server
+        .post("/v1/callees", json!({"card_url": "https://agent.example"}))
+        .await;
+    let id = created["id"].as_str().unwrap();
+    let cases = [
+        (
+            "/v1/trust?caller_version=1.0".to_string(),
+            400,
+            Some("callee_id"),
+        ),
+        (
+            format!("/v1/trust?callee_id={id}"),
+            400,
+            Some("caller_version"),
+        ),
+        (
+            format!("/v1/trust?callee_id={id}&caller_version=1"),
+            400,
+            Some("major version"),
+        ),
+        (
+            format!("/v1/trust?callee_id={id}&caller_version=1.0.0"),
+            400,
+            Some("Major.Minor"),
+        ),
+        (
+            format!("/v1/trust?callee_id={id}&caller_version=v1"),
+            400,
+            Some("Major.Minor"),
+        ),
+        (
+            "/v1/trust?callee_id=xyz&caller_version=1.0".to_string(),
+            400,
+            Some("UUID"),
+        ),
+        (
+            format!("/v1/trust?callee_id={id}&caller_version=1.0&dedup=sometimes"),
+            400,
+            Some("dedup"),
+        ),
+        (
+            format!("/v1/trust?callee_id={id}&caller_version=1.0&requires=telepathy"),
+            400,
+            Some("telepathy"),
+        ),
+        (
+            format!(
+                "/v1/trust?callee_id={}&caller_version=1.0",
+                uuid::Uuid::now_v7()
+            ),
+            404,
+            None,
+        ),
+        (
+            format!(
+                "/v1/trust?callee_id={id}&caller_version=1.0&requires=streaming,pushNotifications&dedup=none"
+            ),
+            200,
+            None,
+        ),
+    ];
+    for (path, status, mentions) in cases {
+        let (got, body) = server.get(&path).await;
+        assert_eq!(got, status, "{path}: {body}");
+        if let Some(word) = mentions {
+            assert!(
+                body["error"]["message"].as_str().unwrap().contains(word),
+                "{path}: {body}"
+            );
+        }
+    }
+    // With nothing known yet the answer is advisory and says why for every condition.
+    let (_, decision) = server
+        .get(&format!(
+            "/v1/trust?callee_id={id}&caller_version=1.0&requires=streaming"
+        ))
+        .await;
+    assert_eq!(decision["authoritative"], false);
+    assert!(decision["gate_state"].is_null());
+    let conditions = decision["conditions"].as_array().unwrap();
+    let ids: Vec<&str> = conditions
+        .iter()
+        .map(|c| c["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        ids,
+        [
+            "card-trusted",
+            "version-match",
+            "same-origin",
+            "lifecycle-probe",
+            "capability:streaming",
+            "not-demoted"
+        ]
+    );
+    assert!(
+        conditions
+            .iter()
+            .all(|c| c["status"] == "unknown" && c["reason"].as_str().is_some())
+    );
+    server.stop().await;
+}
+
+async fn ledger_endpoints_answer(db: TestDb) {
+    let server = TestServer::start(db.target.clone()).await;
+    let (status, page) = server.get("/v1/ledger").await;
+    assert_eq!(status, 200);
+    assert_eq!(page["events"], json!([]));
+    let (status, verify) = server.get("/v1/ledger/verify").await;
+    assert_eq!(status, 200);
+    assert_eq!(verify["ok"], true);
+    let (status, body) = server.get("/v1/ledger?after=-1").await;
+    assert_eq!((status, error_code(&body)), (400, "invalid_query"));
+    let (status, ready) = server.get("/readyz").await;
+    assert_eq!(status, 200);
+    assert_eq!(ready["database"], db.backend());
+    let (status, health) = server.get("/healthz").await;
+    assert_eq!((status, health), (200, json!({"status": "ok"})));
+    server.stop().await;
+}

@@ -1,0 +1,299 @@
+//! Storage conformance: the same scenarios on SQLite and on Postgres.
+
+use std::sync::Arc;
+
+use cardgate::domain::callee::{Callee, CardUrl};
+use cardgate::domain::capability::Capability;
+use cardgate::domain::gate::{DemotionClass, GateError, GateState, SubjectState};
+use cardgate::domain::ids::{CalleeId, ProbeRunId, ReportId, SnapshotId};
+use cardgate::domain::ledger::{EventBody, NewEvent};
+use cardgate::domain::time::{self, Timestamp};
+use cardgate::domain::version::ProtocolVersion;
+use cardgate::service::ledger::verify;
+use cardgate::storage::{Store, StoreError};
+
+use crate::support::{TestDb, on_both_backends};
+
+on_both_backends!(
+    callees_round_trip_and_page,
+    duplicate_card_url_conflicts,
+    appending_folds_subject_state_in_the_same_transaction,
+    a_refused_event_writes_nothing,
+    the_database_refuses_update_and_delete_on_the_ledger,
+    tampering_with_a_stored_event_is_detected,
+    concurrent_appends_for_one_subject_keep_one_chain,
+);
+
+const V1: ProtocolVersion = ProtocolVersion::new(1, 0);
+
+async fn new_callee(store: &Store, url: &str) -> Callee {
+    let callee = Callee {
+        id: CalleeId::new(),
+        card_url: CardUrl::parse(url).unwrap(),
+        name: Some("agent".into()),
+        created_at: time::now(),
+    };
+    store.insert_callee(&callee).await.unwrap();
+    callee
+}
+
+fn event(callee: &Callee, body: EventBody) -> NewEvent {
+    NewEvent {
+        callee_id: callee.id,
+        protocol_version: V1,
+        body,
+        actor: "system".into(),
+    }
+}
+
+fn appeared() -> EventBody {
+    EventBody::VersionAppeared {
+        snapshot_id: SnapshotId::new(),
+        advertised: vec![Capability::Streaming],
+    }
+}
+
+fn report() -> EventBody {
+    EventBody::ReportReceived {
+        report_id: ReportId::new(),
+        trigger: "duplicate-terminal".into(),
+        reporter: "r".into(),
+    }
+}
+
+async fn callees_round_trip_and_page(db: TestDb) {
+    let store = &db.store;
+    let mut ids = Vec::new();
+    for n in 0..5 {
+        ids.push(
+            new_callee(store, &format!("https://agent{n}.example"))
+                .await
+                .id,
+        );
+    }
+    let one = store.callee(ids[2]).await.unwrap();
+    assert_eq!(one.card_url.as_str(), "https://agent2.example/");
+    assert_eq!(one.name.as_deref(), Some("agent"));
+
+    let first = store.callees(None, 2).await.unwrap();
+    let second = store.callees(Some(first[1].id), 2).await.unwrap();
+    let third = store.callees(Some(second[1].id), 2).await.unwrap();
+    let paged: Vec<CalleeId> = first
+        .iter()
+        .chain(&second)
+        .chain(&third)
+        .map(|c| c.id)
+        .collect();
+    assert_eq!(paged, ids, "{}: paging walks creation order", db.backend());
+
+    assert!(matches!(
+        store.callee(CalleeId::new()).await,
+        Err(StoreError::NotFound)
+    ));
+}
+
+async fn duplicate_card_url_conflicts(db: TestDb) {
+    new_callee(&db.store, "https://agent.example").await;
+    let again = Callee {
+        id: CalleeId::new(),
+        card_url: CardUrl::parse("https://AGENT.example/").unwrap(),
+        name: None,
+        created_at: time::now(),
+    };
+    let err = db.store.insert_callee(&again).await.unwrap_err();
+    assert!(
+        matches!(err, StoreError::Conflict(_)),
+        "{}: {err:?}",
+        db.backend()
+    );
+}
+
+async fn appending_folds_subject_state_in_the_same_transaction(db: TestDb) {
+    let store = &db.store;
+    let callee = new_callee(store, "https://agent.example").await;
+    let other = new_callee(store, "https://other.example").await;
+    let t0 = time::now();
+    let appended = store
+        .append(&[event(&callee, appeared())], t0)
+        .await
+        .unwrap();
+    assert_eq!(appended[0].0.seq, 1);
+    store
+        .append(&[event(&other, appeared())], t0)
+        .await
+        .unwrap();
+
+    let probe_started = t0 + chrono::Duration::seconds(1);
+    let t1 = t0 + chrono::Duration::seconds(2);
+    store
+        .append(
+            &[event(
+                &callee,
+                EventBody::Promoted {
+                    probe_run_id: ProbeRunId::new(),
+                    probe_started_at: probe_started,
+                },
+            )],
+            t1,
+        )
+        .await
+        .unwrap();
+
+    let subject = store
+        .subject(callee.id, V1)
+        .await
+        .unwrap()
+        .expect("subject exists");
+    assert_eq!(subject.state.gate, GateState::LifecycleTrusted);
+    assert_eq!(subject.last_seq, 3);
+    assert_eq!(subject.last_change.seq, 3);
+    assert_eq!(subject.last_change.at, t1);
+    assert_eq!(
+        subject.state.advertised.get(&Capability::Streaming),
+        Some(&t0)
+    );
+
+    // The cached state equals the ledger folded afresh.
+    let events = store.ledger_for_subject(callee.id, V1).await.unwrap();
+    let bodies: Vec<(EventBody, Timestamp)> = events
+        .iter()
+        .map(|e| (e.body().unwrap(), e.recorded_at))
+        .collect();
+    let folded = SubjectState::derive(bodies.iter().map(|(b, t)| (b, *t)))
+        .unwrap()
+        .unwrap();
+    assert_eq!(folded, subject.state, "{}", db.backend());
+
+    let only_callee = store.ledger(Some(callee.id), 0, 10).await.unwrap();
+    assert_eq!(
+        only_callee.iter().map(|e| e.seq).collect::<Vec<_>>(),
+        [1, 3]
+    );
+    assert!(verify(store).await.unwrap().ok);
+}
+
+async fn a_refused_event_writes_nothing(db: TestDb) {
+    let store = &db.store;
+    let callee = new_callee(store, "https://agent.example").await;
+    // A demotion of a card-trusted subject breaks the gate rules: the whole batch rolls back.
+    let demote = EventBody::Demoted {
+        class: DemotionClass::Timestamp,
+        probe_run_id: None,
+        report_id: None,
+        reason: "x".into(),
+    };
+    let err = store
+        .append(
+            &[event(&callee, appeared()), event(&callee, demote)],
+            time::now(),
+        )
+        .await;
+    assert!(
+        matches!(err, Err(StoreError::Refused(GateError::DemotionRefused(_)))),
+        "{err:?}"
+    );
+    assert!(
+        store.ledger(None, 0, 10).await.unwrap().is_empty(),
+        "{}",
+        db.backend()
+    );
+    assert!(store.subject(callee.id, V1).await.unwrap().is_none());
+}
+
+async fn the_database_refuses_update_and_delete_on_the_ledger(db: TestDb) {
+    let callee = new_callee(&db.store, "https://agent.example").await;
+    db.store
+        .append(&[event(&callee, appeared())], time::now())
+        .await
+        .unwrap();
+    for sql in [
+        "update ledger set actor = 'forger' where seq = 1",
+        "delete from ledger where seq = 1",
+        "delete from ledger",
+    ] {
+        let err = db.raw(sql).await.expect_err(sql);
+        assert!(
+            err.to_string().contains("append-only"),
+            "{}: {sql}: {err}",
+            db.backend()
+        );
+    }
+    if db.backend() == "postgres" {
+        let err = db.raw("truncate ledger cascade").await.unwrap_err();
+        assert!(err.to_string().contains("append-only"), "{err}");
+    }
+    let events = db.store.ledger(None, 0, 10).await.unwrap();
+    assert_eq!(events.len(), 1);
+    assert_eq!(events[0].actor, "system");
+}
+
+async fn tampering_with_a_stored_event_is_detected(db: TestDb) {
+    let store = &db.store;
+    let callee = new_callee(store, "https://agent.example").await;
+    store
+        .append(&[event(&callee, appeared())], time::now())
+        .await
+        .unwrap();
+    for _ in 0..3 {
+        store
+            .append(&[event(&callee, report())], time::now())
+            .await
+            .unwrap();
+    }
+    assert!(verify(store).await.unwrap().ok);
+
+    // Someone with database access switches the trigger off and rewrites event 3.
+    let tamper = match db.backend() {
+        "postgres" => vec![
+            "alter table ledger disable trigger ledger_no_update_or_delete",
+            "update ledger set data = replace(data, 'duplicate-terminal', 'nothing') where seq = 3",
+        ],
+        _ => vec![
+            "drop trigger ledger_no_update",
+            "update ledger set data = replace(data, 'duplicate-terminal', 'nothing') where seq = 3",
+        ],
+    };
+    for sql in tamper {
+        db.raw(sql).await.unwrap();
+    }
+    let report = verify(store).await.unwrap();
+    assert!(!report.ok, "{}", db.backend());
+    assert_eq!(report.checked, 2);
+    let broken = report.first_broken.expect("a broken link");
+    assert_eq!(broken.seq, 3);
+    assert!(
+        broken
+            .reason
+            .contains("does not match the event's contents"),
+        "{}",
+        broken.reason
+    );
+}
+
+async fn concurrent_appends_for_one_subject_keep_one_chain(db: TestDb) {
+    let store = Arc::new(db.store.clone());
+    let callee = new_callee(&store, "https://agent.example").await;
+    store
+        .append(&[event(&callee, appeared())], time::now())
+        .await
+        .unwrap();
+
+    const WRITERS: usize = 24;
+    let tasks: Vec<_> = (0..WRITERS)
+        .map(|_| {
+            let store = store.clone();
+            let ev = event(&callee, report());
+            tokio::spawn(async move { store.append(&[ev], time::now()).await })
+        })
+        .collect();
+    for task in tasks {
+        task.await.unwrap().unwrap();
+    }
+
+    let report = verify(&store).await.unwrap();
+    assert!(report.ok, "{}: {report:?}", db.backend());
+    assert_eq!(report.checked, WRITERS as u64 + 1);
+    let subject = store.subject(callee.id, V1).await.unwrap().unwrap();
+    assert_eq!(subject.last_seq, WRITERS as i64 + 1);
+    assert_eq!(subject.last_hash, report.head_hash);
+}

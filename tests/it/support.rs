@@ -1,0 +1,229 @@
+//! Test harness: fresh databases on both backends, and a real server on a loopback port.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+use cardgate::app::{App, Settings};
+use cardgate::storage::{DatabaseTarget, PoolSettings, Store};
+use sqlx::{AssertSqlSafe, Connection};
+use tokio::sync::oneshot;
+use tokio::task::JoinHandle;
+
+/// Generates one `#[tokio::test]` per backend for each scenario `async fn name(db: TestDb)`:
+/// `name::sqlite` always runs; `name::postgres` runs when `TEST_DATABASE_URL` is set (and
+/// `.ci/run` always sets it, so Postgres is mandatory in CI).
+macro_rules! on_both_backends {
+    ($($name:ident),* $(,)?) => {$(
+        mod $name {
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn sqlite() {
+                super::$name($crate::support::TestDb::sqlite().await).await;
+            }
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn postgres() {
+                if let Some(db) = $crate::support::TestDb::postgres().await {
+                    super::$name(db).await;
+                }
+            }
+        }
+    )*};
+}
+pub(crate) use on_both_backends;
+
+/// A fresh, migrated database that is removed when dropped.
+pub struct TestDb {
+    pub target: DatabaseTarget,
+    pub store: Store,
+    _cleanup: Cleanup,
+}
+
+enum Cleanup {
+    Dir(#[allow(dead_code)] tempfile::TempDir),
+    Postgres { admin_url: String, name: String },
+}
+
+impl Drop for Cleanup {
+    fn drop(&mut self) {
+        if let Cleanup::Postgres { admin_url, name } = self {
+            let (admin_url, name) = (admin_url.clone(), name.clone());
+            // Drop runs inside the test's runtime; use a thread with its own.
+            let _ = std::thread::spawn(move || {
+                let rt = tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()
+                    .unwrap();
+                rt.block_on(async {
+                    if let Ok(mut conn) = sqlx::PgConnection::connect(&admin_url).await {
+                        let sql = format!("drop database if exists \"{name}\" with (force)");
+                        let _ = sqlx::query(AssertSqlSafe(sql)).execute(&mut conn).await;
+                    }
+                });
+            })
+            .join();
+        }
+    }
+}
+
+impl TestDb {
+    pub async fn sqlite() -> Self {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let target = DatabaseTarget::Sqlite(dir.path().join("cardgate.db"));
+        let store = open(&target).await;
+        Self {
+            target,
+            store,
+            _cleanup: Cleanup::Dir(dir),
+        }
+    }
+
+    /// A new database on the server named by `TEST_DATABASE_URL`, or `None` (with a loud
+    /// message) when it is unset.
+    pub async fn postgres() -> Option<Self> {
+        let Ok(admin_url) = std::env::var("TEST_DATABASE_URL") else {
+            eprintln!("SKIPPED: TEST_DATABASE_URL is unset, so this Postgres test did not run");
+            return None;
+        };
+        let name = format!("cardgate_t_{}", uuid::Uuid::new_v4().simple());
+        let mut conn = sqlx::PgConnection::connect(&admin_url)
+            .await
+            .expect("TEST_DATABASE_URL is set but Postgres does not answer");
+        sqlx::query(AssertSqlSafe(format!("create database \"{name}\"")))
+            .execute(&mut conn)
+            .await
+            .expect("create test database");
+        let mut url = url::Url::parse(&admin_url).expect("TEST_DATABASE_URL is a URL");
+        url.set_path(&name);
+        let target = DatabaseTarget::Postgres(url.to_string());
+        let store = open(&target).await;
+        Some(Self {
+            target,
+            store,
+            _cleanup: Cleanup::Postgres { admin_url, name },
+        })
+    }
+
+    pub fn backend(&self) -> &'static str {
+        self.store.backend()
+    }
+
+    /// Runs raw SQL on a separate connection, as an attacker with database access would.
+    pub async fn raw(&self, sql: &str) -> Result<u64, sqlx::Error> {
+        let sql = AssertSqlSafe(sql.to_string());
+        match &self.target {
+            DatabaseTarget::Postgres(url) => {
+                let mut conn = sqlx::PgConnection::connect(url).await?;
+                Ok(sqlx::query(sql).execute(&mut conn).await?.rows_affected())
+            }
+            DatabaseTarget::Sqlite(path) => {
+                let mut conn = sqlx::SqliteConnection::connect(&sqlite_url(path)).await?;
+                Ok(sqlx::query(sql).execute(&mut conn).await?.rows_affected())
+            }
+        }
+    }
+}
+
+fn sqlite_url(path: &std::path::Path) -> String {
+    format!("sqlite://{}", path.display())
+}
+
+async fn open(target: &DatabaseTarget) -> Store {
+    let store = Store::connect(target, &PoolSettings::default())
+        .await
+        .expect("connect");
+    store.migrate().await.expect("migrate");
+    store
+}
+
+/// A cardgate server on a loopback port, talking to a real database.
+pub struct TestServer {
+    pub addr: SocketAddr,
+    pub client: reqwest::Client,
+    stop: Option<oneshot::Sender<()>>,
+    handle: Option<JoinHandle<anyhow::Result<()>>>,
+}
+
+impl TestServer {
+    pub async fn start(target: DatabaseTarget) -> Self {
+        Self::start_with(Settings::new(target)).await
+    }
+
+    pub async fn start_with(mut settings: Settings) -> Self {
+        settings.listen = "127.0.0.1:0".parse().unwrap();
+        let app = App::build(settings).await.expect("app builds");
+        let listener = app.bind().await.expect("bind");
+        let addr = listener.local_addr().unwrap();
+        let (stop, stopped) = oneshot::channel::<()>();
+        let handle = tokio::spawn(app.serve(listener, async {
+            let _ = stopped.await;
+        }));
+        Self {
+            addr,
+            client: reqwest::Client::new(),
+            stop: Some(stop),
+            handle: Some(handle),
+        }
+    }
+
+    pub fn url(&self, path: &str) -> String {
+        format!("http://{}{path}", self.addr)
+    }
+
+    /// Graceful stop; waits until the server has closed its database pool.
+    pub async fn stop(mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        if let Some(handle) = self.handle.take() {
+            handle
+                .await
+                .expect("server task")
+                .expect("server stopped cleanly");
+        }
+    }
+
+    pub async fn get(&self, path: &str) -> (u16, serde_json::Value) {
+        json_of(self.client.get(self.url(path)).send().await.expect("GET")).await
+    }
+
+    pub async fn post(&self, path: &str, body: serde_json::Value) -> (u16, serde_json::Value) {
+        json_of(
+            self.client
+                .post(self.url(path))
+                .json(&body)
+                .send()
+                .await
+                .expect("POST"),
+        )
+        .await
+    }
+}
+
+/// Status and JSON body (`Null` if the body is not JSON).
+pub async fn json_of(response: reqwest::Response) -> (u16, serde_json::Value) {
+    let status = response.status().as_u16();
+    let body = response.bytes().await.expect("body");
+    (
+        status,
+        serde_json::from_slice(&body).unwrap_or(serde_json::Value::Null),
+    )
+}
+
+/// Asserts the error envelope and returns its code.
+#[track_caller]
+pub fn error_code(body: &serde_json::Value) -> &str {
+    let error = body
+        .get("error")
+        .unwrap_or_else(|| panic!("no error envelope in {body}"));
+    assert!(
+        error["message"].as_str().is_some_and(|m| !m.is_empty()),
+        "no message in {body}"
+    );
+    error["code"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no code in {body}"))
+}
+
+/// A path inside the repository.
+pub fn repo_path(relative: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(relative)
+}
