@@ -10,6 +10,8 @@ use tokio::net::TcpListener;
 
 use crate::domain::time::{self, Timestamp};
 use crate::http::{self, HttpLimits};
+use crate::remote::{Outbound, OutboundSettings};
+use crate::service::discovery::{Discovery, DiscoverySettings};
 use crate::storage::{DatabaseTarget, PoolSettings, Store};
 
 /// Where "now" comes from. Services read it here so tests can hold time still.
@@ -32,6 +34,9 @@ impl Clock for SystemClock {
 pub struct AppState {
     pub store: Store,
     pub clock: Arc<dyn Clock>,
+    /// The one guarded client for everything cardgate fetches.
+    pub outbound: Outbound,
+    pub discovery: Discovery,
 }
 
 impl AppState {
@@ -47,6 +52,8 @@ pub struct Settings {
     pub database: DatabaseTarget,
     pub pool: PoolSettings,
     pub http: HttpLimits,
+    pub outbound: OutboundSettings,
+    pub discovery: DiscoverySettings,
 }
 
 impl Settings {
@@ -57,6 +64,8 @@ impl Settings {
             database,
             pool: PoolSettings::default(),
             http: HttpLimits::default(),
+            outbound: OutboundSettings::default(),
+            discovery: DiscoverySettings::default(),
         }
     }
 }
@@ -74,9 +83,14 @@ impl App {
             .await
             .with_context(|| format!("connecting to {:?}", settings.database))?;
         store.migrate().await.context("applying migrations")?;
+        let outbound =
+            Outbound::new(settings.outbound.clone()).context("building the HTTP client")?;
+        let discovery = Discovery::new(outbound.clone(), settings.discovery.clone());
         let state = AppState {
             store,
             clock: Arc::new(SystemClock),
+            outbound,
+            discovery,
         };
         Ok(Self { state, settings })
     }

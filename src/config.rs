@@ -7,7 +7,9 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 
 use crate::app::Settings;
 use crate::http::HttpLimits;
-use crate::storage::{DatabaseTarget, PoolSettings, UnsupportedDatabaseUrl};
+use crate::remote::{NetworkPolicy, OutboundSettings};
+use crate::service::discovery::DiscoverySettings;
+use crate::storage::{DatabaseTarget, PoolSettings};
 
 #[derive(Debug, Parser)]
 #[command(
@@ -58,8 +60,8 @@ pub struct DatabaseArgs {
 }
 
 impl DatabaseArgs {
-    pub fn target(&self) -> Result<DatabaseTarget, UnsupportedDatabaseUrl> {
-        DatabaseTarget::parse(self.database_url.as_deref())
+    pub fn target(&self) -> anyhow::Result<DatabaseTarget> {
+        Ok(DatabaseTarget::parse(self.database_url.as_deref())?)
     }
 
     pub fn pool(&self) -> PoolSettings {
@@ -86,10 +88,65 @@ pub struct ServeArgs {
     /// Longest a request may take before it is answered 503, in seconds.
     #[arg(long, env = "CARDGATE_REQUEST_TIMEOUT_SECS", default_value_t = 30)]
     pub request_timeout_secs: u64,
+
+    #[command(flatten)]
+    pub outbound: OutboundArgs,
+}
+
+/// How cardgate reaches agents (cards, key sets, probes, push registration).
+#[derive(Debug, Clone, Args)]
+pub struct OutboundArgs {
+    /// Networks cardgate may reach although they are loopback, private, link-local or otherwise
+    /// non-public: comma-separated CIDRs, e.g. `127.0.0.0/8,::1/128`. Empty: public addresses only.
+    #[arg(long, env = "CARDGATE_ALLOW_NETWORKS", default_value = "")]
+    pub allow_networks: String,
+
+    /// Require a verified card signature for `card-trusted`. `false` admits unsigned cards (the
+    /// decision then says so); an invalid signature is never accepted.
+    #[arg(long, env = "CARDGATE_REQUIRE_SIGNED_CARDS", default_value_t = true, action = clap::ArgAction::Set)]
+    pub require_signed_cards: bool,
+
+    /// Largest card accepted, in bytes; a larger download is aborted.
+    #[arg(long, env = "CARDGATE_MAX_CARD_BYTES", default_value_t = 512 * 1024)]
+    pub max_card_bytes: usize,
+
+    /// Deadline for fetching a card (connect, redirects and body), in seconds.
+    #[arg(long, env = "CARDGATE_FETCH_TIMEOUT_SECS", default_value_t = 10)]
+    pub fetch_timeout_secs: u64,
+
+    /// Deadline for establishing a connection, in seconds.
+    #[arg(long, env = "CARDGATE_CONNECT_TIMEOUT_SECS", default_value_t = 3)]
+    pub connect_timeout_secs: u64,
+
+    /// Redirects followed per fetch (each hop re-checked, same origin only).
+    #[arg(long, env = "CARDGATE_MAX_REDIRECTS", default_value_t = 3)]
+    pub max_redirects: usize,
+}
+
+impl OutboundArgs {
+    pub fn outbound(&self) -> anyhow::Result<OutboundSettings> {
+        let allowed = NetworkPolicy::parse_allowed(&self.allow_networks)
+            .map_err(|e| anyhow::anyhow!("CARDGATE_ALLOW_NETWORKS: {e}"))?;
+        Ok(OutboundSettings {
+            policy: NetworkPolicy::new(allowed),
+            connect_timeout: Duration::from_secs(self.connect_timeout_secs.max(1)),
+            max_redirects: self.max_redirects,
+            ..OutboundSettings::default()
+        })
+    }
+
+    pub fn discovery(&self) -> DiscoverySettings {
+        DiscoverySettings {
+            require_signed: self.require_signed_cards,
+            max_card_bytes: self.max_card_bytes,
+            fetch_timeout: Duration::from_secs(self.fetch_timeout_secs.max(1)),
+            ..DiscoverySettings::default()
+        }
+    }
 }
 
 impl ServeArgs {
-    pub fn settings(&self) -> Result<Settings, UnsupportedDatabaseUrl> {
+    pub fn settings(&self) -> anyhow::Result<Settings> {
         Ok(Settings {
             listen: self.listen,
             database: self.database.target()?,
@@ -98,6 +155,8 @@ impl ServeArgs {
                 body_bytes: self.max_body_bytes,
                 request_timeout: Duration::from_secs(self.request_timeout_secs.max(1)),
             },
+            outbound: self.outbound.outbound()?,
+            discovery: self.outbound.discovery(),
         })
     }
 }

@@ -13,6 +13,7 @@ pub mod app;
 pub mod config;
 pub mod domain;
 pub mod http;
+pub mod remote;
 pub mod service;
 pub mod storage;
 pub mod telemetry;

@@ -1,5 +1,6 @@
 //! Callees: the agents operators register, known by their card URL.
 
+use serde_json::Value;
 use url::Url;
 
 use super::ids::CalleeId;
@@ -12,6 +13,51 @@ pub struct Callee {
     pub card_url: CardUrl,
     pub name: Option<String>,
     pub created_at: Timestamp,
+    /// The operator's pinned JWKS; when set, only these keys verify the card.
+    pub trusted_keys: Option<Value>,
+    pub fetch: FetchState,
+}
+
+/// The outcome of the newest card fetch.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct FetchState {
+    pub last_at: Option<Timestamp>,
+    pub status: Option<FetchStatus>,
+    pub error: Option<String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FetchStatus {
+    /// A new snapshot was recorded and trusted.
+    Fetched,
+    /// 304, or the same bytes as the newest snapshot.
+    Unchanged,
+    /// Fetched, but it did not parse or verify.
+    Untrusted,
+    /// Not fetched (network, HTTP status, limits).
+    Failed,
+}
+
+impl FetchStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Fetched => "fetched",
+            Self::Unchanged => "unchanged",
+            Self::Untrusted => "untrusted",
+            Self::Failed => "failed",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Self> {
+        [
+            Self::Fetched,
+            Self::Unchanged,
+            Self::Untrusted,
+            Self::Failed,
+        ]
+        .into_iter()
+        .find(|v| v.as_str() == s)
+    }
 }
 
 /// Where a callee's card is: an origin, its well-known card URL, or the legacy `agent.json`.

@@ -389,7 +389,7 @@ mod tests {
             (promoted(5), 10),
             (
                 EventBody::CardUntrusted {
-                    snapshot_id,
+                    snapshot_id: Some(snapshot_id),
                     reason: "bad signature".into(),
                 },
                 20,

@@ -49,7 +49,8 @@ pub enum EventBody {
     },
     /// The current card failed to fetch, parse or verify; callers are told `untrusted`.
     CardUntrusted {
-        snapshot_id: SnapshotId,
+        /// The untrusted snapshot; absent when the card could not be fetched at all.
+        snapshot_id: Option<SnapshotId>,
         reason: String,
     },
     /// The card verifies again after being untrusted.

@@ -3,6 +3,7 @@
 
 pub mod callee;
 pub mod capability;
+pub mod card;
 pub mod decision;
 pub mod gate;
 pub mod ids;

@@ -7,13 +7,18 @@ use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
 use uuid::Uuid;
 
+use super::cards::SnapshotSummary;
 use super::error::{ApiError, ErrorBody};
 use super::extract::{Json, Path, Query};
+use super::ledger::EventView;
 use super::views::GateStateView;
 use crate::app::AppState;
 use crate::domain::ids::CalleeId;
-use crate::service::callees::{self, CalleeDetail, Registration};
+use crate::service::callees::{self, CalleeDetail, RefreshOutcome, Registration, Revalidate};
 use crate::storage::Subject;
+
+/// Who system-initiated writes are attributed to until API keys identify callers.
+pub const OPERATOR: &str = "operator";
 
 /// Register a callee by its card URL.
 #[derive(Debug, Deserialize, ToSchema)]
@@ -25,6 +30,19 @@ pub struct CreateCallee {
     pub card_url: String,
     /// A label for operators.
     pub name: Option<String>,
+    /// A JWKS to pin for this callee: only these keys will verify its card (its `jku` is then
+    /// ignored). Public keys only.
+    #[schema(value_type = Option<Object>)]
+    pub trusted_keys: Option<serde_json::Value>,
+}
+
+/// Replace (or, with `null`, clear) the pinned keys.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct TrustedKeys {
+    /// A JWKS (`{"keys":[…]}`) of public keys, or `null`.
+    #[schema(value_type = Option<Object>)]
+    pub trusted_keys: Option<serde_json::Value>,
 }
 
 #[derive(Debug, Serialize, ToSchema)]
@@ -33,8 +51,33 @@ pub struct CalleeView {
     pub card_url: String,
     pub name: Option<String>,
     pub created_at: DateTime<Utc>,
+    /// Whether the operator pinned keys for this callee's card.
+    pub trusted_keys_pinned: bool,
+    /// The newest card snapshot.
+    pub card: Option<SnapshotSummary>,
+    pub last_fetch: LastFetchView,
     /// One entry per `Major.Minor` the card offers (or offered).
     pub subjects: Vec<SubjectView>,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct LastFetchView {
+    pub at: Option<DateTime<Utc>>,
+    /// `fetched`, `unchanged`, `untrusted` or `failed`.
+    pub status: Option<String>,
+    pub error: Option<String>,
+}
+
+/// What a refresh did.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct RefreshView {
+    /// `fetched` (new trusted snapshot), `unchanged` (304 or same bytes), `untrusted` (new
+    /// snapshot that did not parse or verify) or `failed` (not fetched).
+    pub status: String,
+    pub snapshot_id: Option<Uuid>,
+    pub error: Option<String>,
+    /// The ledger events the refresh appended.
+    pub events: Vec<EventView>,
 }
 
 #[derive(Debug, Serialize, ToSchema)]
@@ -109,17 +152,29 @@ impl From<CalleeDetail> for CalleeView {
             card_url: d.callee.card_url.to_string(),
             name: d.callee.name,
             created_at: d.callee.created_at,
+            trusted_keys_pinned: d.callee.trusted_keys.is_some(),
+            card: d.latest_card.as_ref().map(Into::into),
+            last_fetch: LastFetchView {
+                at: d.callee.fetch.last_at,
+                status: d.callee.fetch.status.map(|s| s.as_str().to_string()),
+                error: d.callee.fetch.error.clone(),
+            },
             subjects: d.subjects.iter().map(SubjectView::from).collect(),
         }
     }
 }
 
-/// Register a callee.
+/// Register a callee: its card is fetched, parsed and verified now.
+///
+/// On success its subjects (one per `Major.Minor` the card offers) start `card-trusted`. When
+/// the card cannot be fetched, parsed or verified the answer is 422 with the precise reason,
+/// and nothing is stored.
 #[utoipa::path(post, path = "/v1/callees", tag = "callees", request_body = CreateCallee,
     responses(
         (status = 201, description = "Registered", body = CalleeView),
-        (status = 400, description = "Malformed body or card URL", body = ErrorBody),
+        (status = 400, description = "Malformed body, card URL or trusted_keys", body = ErrorBody),
         (status = 409, description = "The card URL is already registered", body = ErrorBody),
+        (status = 422, description = "The card cannot be fetched, parsed or verified", body = ErrorBody),
     ))]
 pub async fn create_callee(
     State(app): State<AppState>,
@@ -128,8 +183,16 @@ pub async fn create_callee(
     let registration = Registration {
         card_url: body.card_url,
         name: body.name,
+        trusted_keys: body.trusted_keys,
     };
-    let detail = callees::register(&app.store, registration, app.now()).await?;
+    let detail = callees::register(
+        &app.store,
+        &app.discovery,
+        registration,
+        OPERATOR,
+        app.now(),
+    )
+    .await?;
     Ok((StatusCode::CREATED, Json(detail.into())))
 }
 
@@ -167,4 +230,69 @@ pub async fn get_callee(
     Path(id): Path<Uuid>,
 ) -> Result<Json<CalleeView>, ApiError> {
     Ok(Json(callees::get(&app.store, CalleeId(id)).await?.into()))
+}
+
+/// Fetch the callee's card again now and record what changed.
+///
+/// Same bytes (or 304): nothing new. A changed card with the same versions: `card-republished`
+/// (gates do not move). A new `Major.Minor`: `version-appeared` and a new `card-trusted`
+/// subject. A version gone: `version-withdrawn`. A card that no longer verifies (or cannot be
+/// fetched): `card-untrusted`, and callers are told `untrusted`.
+#[utoipa::path(post, path = "/v1/callees/{id}/refresh", tag = "callees",
+    params(("id" = Uuid, Path, description = "Callee id")),
+    responses(
+        (status = 200, description = "What the refresh found", body = RefreshView),
+        (status = 400, description = "Malformed id", body = ErrorBody),
+        (status = 404, description = "No such callee", body = ErrorBody),
+    ))]
+pub async fn refresh_callee(
+    State(app): State<AppState>,
+    Path(id): Path<Uuid>,
+) -> Result<Json<RefreshView>, ApiError> {
+    let outcome = callees::refresh(
+        &app.store,
+        &app.discovery,
+        CalleeId(id),
+        Revalidate::IfChanged,
+        OPERATOR,
+        app.now(),
+    )
+    .await?;
+    Ok(Json(outcome.into()))
+}
+
+impl From<RefreshOutcome> for RefreshView {
+    fn from(outcome: RefreshOutcome) -> Self {
+        Self {
+            status: outcome.status.as_str().to_string(),
+            snapshot_id: outcome.snapshot_id.map(|s| s.0),
+            error: outcome.error,
+            events: outcome.events.into_iter().map(Into::into).collect(),
+        }
+    }
+}
+
+/// Replace the callee's pinned keys (`null` clears them), and judge the card afresh with them.
+#[utoipa::path(put, path = "/v1/callees/{id}/trusted-keys", tag = "callees", request_body = TrustedKeys,
+    params(("id" = Uuid, Path, description = "Callee id")),
+    responses(
+        (status = 200, description = "The card judged with the new keys", body = RefreshView),
+        (status = 400, description = "Malformed id or JWKS", body = ErrorBody),
+        (status = 404, description = "No such callee", body = ErrorBody),
+    ))]
+pub async fn put_trusted_keys(
+    State(app): State<AppState>,
+    Path(id): Path<Uuid>,
+    Json(body): Json<TrustedKeys>,
+) -> Result<Json<RefreshView>, ApiError> {
+    let outcome = callees::set_trusted_keys(
+        &app.store,
+        &app.discovery,
+        CalleeId(id),
+        body.trusted_keys,
+        OPERATOR,
+        app.now(),
+    )
+    .await?;
+    Ok(Json(outcome.into()))
 }

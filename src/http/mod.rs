@@ -21,6 +21,7 @@ use utoipa_swagger_ui::SwaggerUi;
 use crate::app::AppState;
 
 pub mod callees;
+pub mod cards;
 pub mod error;
 pub mod extract;
 pub mod health;
@@ -53,6 +54,10 @@ fn api() -> OpenApiRouter<AppState> {
     OpenApiRouter::with_openapi(ApiDoc::openapi())
         .routes(routes!(callees::create_callee, callees::list_callees))
         .routes(routes!(callees::get_callee))
+        .routes(routes!(callees::refresh_callee))
+        .routes(routes!(callees::put_trusted_keys))
+        .routes(routes!(cards::list_cards))
+        .routes(routes!(cards::get_card))
         .routes(routes!(trust::get_trust))
         .routes(routes!(ledger::list_ledger))
         .routes(routes!(ledger::verify_ledger))

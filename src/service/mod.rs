@@ -2,6 +2,7 @@
 //! needs from the store, calls the pure domain, and writes the outcome; none knows about HTTP.
 
 pub mod callees;
+pub mod discovery;
 pub mod ledger;
 pub mod trust;
 
@@ -16,6 +17,9 @@ pub enum ServiceError {
     Conflict(String),
     #[error("{0}")]
     Invalid(String),
+    /// The callee's card cannot be used (fetch, parse or signature); nothing was stored.
+    #[error("{0}")]
+    Unusable(String),
     #[error(transparent)]
     Store(#[from] StoreError),
 }

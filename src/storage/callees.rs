@@ -4,7 +4,7 @@ use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
 use super::{Store, StoreError, dispatch};
-use crate::domain::callee::{Callee, CardUrl};
+use crate::domain::callee::{Callee, CardUrl, FetchState, FetchStatus};
 use crate::domain::gate::{EffectiveGate, SubjectState};
 use crate::domain::ids::CalleeId;
 use crate::domain::version::ProtocolVersion;
@@ -40,16 +40,33 @@ struct CalleeRow {
     card_url: String,
     name: Option<String>,
     created_at: DateTime<Utc>,
+    trusted_keys: Option<String>,
+    last_fetch_at: Option<DateTime<Utc>>,
+    last_fetch_status: Option<String>,
+    last_fetch_error: Option<String>,
 }
 
 impl TryFrom<CalleeRow> for Callee {
     type Error = StoreError;
     fn try_from(row: CalleeRow) -> Result<Self, StoreError> {
+        let trusted_keys = row
+            .trusted_keys
+            .map(|text| serde_json::from_str(&text).map_err(StoreError::corrupt))
+            .transpose()?;
         Ok(Callee {
             id: row.id.into(),
             card_url: CardUrl::parse(&row.card_url).map_err(StoreError::corrupt)?,
             name: row.name,
             created_at: row.created_at,
+            trusted_keys,
+            fetch: FetchState {
+                last_at: row.last_fetch_at,
+                status: row
+                    .last_fetch_status
+                    .as_deref()
+                    .and_then(FetchStatus::parse),
+                error: row.last_fetch_error,
+            },
         })
     }
 }
@@ -88,9 +105,11 @@ impl TryFrom<SubjectRow> for Subject {
 /// Column lists as macros, so `concat!` can build each query as one `&'static str` literal.
 macro_rules! callee_columns {
     () => {
-        "id, card_url, name, created_at"
+        "id, card_url, name, created_at, trusted_keys, last_fetch_at, last_fetch_status, \
+         last_fetch_error"
     };
 }
+
 macro_rules! subject_columns {
     () => {
         "callee_id, protocol_version, state, last_seq, last_hash, last_change_seq, \
@@ -102,19 +121,44 @@ pub(super) use subject_columns;
 impl Store {
     /// Inserts a new callee; `Conflict` when its card URL is already registered.
     pub async fn insert_callee(&self, callee: &Callee) -> Result<(), StoreError> {
-        dispatch!(self, |pool| {
-            sqlx::query(
-                "insert into callees (id, card_url, name, created_at) values ($1, $2, $3, $4)",
-            )
-            .bind(callee.id.0)
-            .bind(callee.card_url.as_str())
-            .bind(callee.name.as_deref())
-            .bind(callee.created_at)
+        dispatch!(self, |pool| insert_callee_query(callee)
             .execute(pool)
             .await
-            .map(drop)
-        })?;
+            .map(drop))?;
         Ok(())
+    }
+
+    /// Whether a callee with this card URL exists.
+    pub async fn card_url_taken(&self, card_url: &CardUrl) -> Result<bool, StoreError> {
+        let found: Option<(Uuid,)> = dispatch!(self, |pool| {
+            sqlx::query_as("select id from callees where card_url = $1")
+                .bind(card_url.as_str())
+                .fetch_optional(pool)
+                .await
+        })?;
+        Ok(found.is_some())
+    }
+
+    /// Replaces (or clears) the callee's pinned JWKS.
+    pub async fn set_trusted_keys(
+        &self,
+        callee_id: CalleeId,
+        jwks: Option<&serde_json::Value>,
+    ) -> Result<(), StoreError> {
+        let text = jwks.map(serde_json::Value::to_string);
+        let done = dispatch!(self, |pool| {
+            sqlx::query("update callees set trusted_keys = $2 where id = $1")
+                .bind(callee_id.0)
+                .bind(text)
+                .execute(pool)
+                .await
+                .map(|r| r.rows_affected())
+        })?;
+        if done == 0 {
+            Err(StoreError::NotFound)
+        } else {
+            Ok(())
+        }
     }
 
     pub async fn callee(&self, id: CalleeId) -> Result<Callee, StoreError> {
@@ -187,4 +231,31 @@ impl Store {
         })?;
         row.map(TryInto::try_into).transpose()
     }
+}
+
+/// The insert shared by plain and transactional registration.
+pub(super) fn insert_callee_query<DB>(
+    callee: &Callee,
+) -> sqlx::query::Query<'static, DB, <DB as sqlx::Database>::Arguments>
+where
+    DB: sqlx::Database,
+    Uuid: for<'q> sqlx::Encode<'q, DB> + sqlx::Type<DB>,
+    String: for<'q> sqlx::Encode<'q, DB> + sqlx::Type<DB>,
+    Option<String>: for<'q> sqlx::Encode<'q, DB> + sqlx::Type<DB>,
+    DateTime<Utc>: for<'q> sqlx::Encode<'q, DB> + sqlx::Type<DB>,
+{
+    sqlx::query(
+        "insert into callees (id, card_url, name, created_at, trusted_keys) \
+         values ($1, $2, $3, $4, $5)",
+    )
+    .bind(callee.id.0)
+    .bind(callee.card_url.as_str().to_string())
+    .bind(callee.name.clone())
+    .bind(callee.created_at)
+    .bind(
+        callee
+            .trusted_keys
+            .as_ref()
+            .map(serde_json::Value::to_string),
+    )
 }

@@ -18,6 +18,7 @@ use crate::domain::gate::GateError;
 
 mod callees;
 mod ledger;
+mod snapshots;
 
 pub use callees::{Subject, SubjectChange};
 

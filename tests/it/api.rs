@@ -2,6 +2,7 @@
 
 use serde_json::json;
 
+use crate::support::cards::CardServer;
 use crate::support::{TestDb, TestServer, error_code, json_of, on_both_backends};
 
 on_both_backends!(
@@ -13,35 +14,40 @@ on_both_backends!(
 
 async fn create_get_and_list_callees(db: TestDb) {
     let server = TestServer::start(db.target.clone()).await;
+    let agents = CardServer::start().await;
+    for n in 0..4 {
+        let card = agents.card(&format!("Agent {n}"), &["1.0"], json!({"streaming": true}));
+        agents.serve_signed_card(&format!("/agents/{n}/agent-card.json"), &card);
+    }
+    let first_url = agents.url("/agents/0/agent-card.json");
     let (status, created) = server
         .post(
             "/v1/callees",
-            json!({"card_url": "https://agent.example", "name": "Agent"}),
+            json!({"card_url": first_url, "name": "Agent"}),
         )
         .await;
     assert_eq!(status, 201, "{created}");
     let id = created["id"].as_str().unwrap().to_string();
-    assert_eq!(created["card_url"], "https://agent.example/");
+    assert_eq!(created["card_url"], first_url.as_str());
     assert_eq!(created["name"], "Agent");
     assert!(created["created_at"].is_string());
-    assert_eq!(created["subjects"], json!([]));
+    assert_eq!(created["subjects"][0]["protocol_version"], "1.0");
+    assert_eq!(created["subjects"][0]["gate_state"], "card-trusted");
+    assert_eq!(created["card"]["signature"]["status"], "verified");
 
     let (status, fetched) = server.get(&format!("/v1/callees/{id}")).await;
     assert_eq!(status, 200);
     assert_eq!(fetched, created);
 
     let (status, dup) = server
-        .post("/v1/callees", json!({"card_url": "https://agent.example/"}))
+        .post("/v1/callees", json!({"card_url": first_url}))
         .await;
     assert_eq!(status, 409);
     assert_eq!(error_code(&dup), "conflict");
 
-    for n in 0..3 {
+    for n in 1..4 {
         server
-            .post(
-                "/v1/callees",
-                json!({"card_url": format!("https://a{n}.example")}),
-            )
+            .register(&agents.url(&format!("/agents/{n}/agent-card.json")))
             .await;
     }
     let (status, page1) = server.get("/v1/callees?limit=3").await;
@@ -224,9 +230,12 @@ async fn bad_requests_get_the_envelope(db: TestDb) {
 
 async fn trust_query_is_validated(db: TestDb) {
     let server = TestServer::start(db.target.clone()).await;
-    let (_, created) = server
-        .post("/v1/callees", json!({"card_url": "https://agent.example"}))
-        .await;
+    let agents = CardServer::start().await;
+    agents.serve_signed_card(
+        "/.well-known/agent-card.json",
+        &agents.card("A", &["1.0"], json!({})),
+    );
+    let created = server.register(&agents.origin()).await;
     let id = created["id"].as_str().unwrap();
     let cases = [
         (
@@ -295,35 +304,33 @@ async fn trust_query_is_validated(db: TestDb) {
             );
         }
     }
-    // With nothing known yet the answer is advisory and says why for every condition.
+    // Before any probe the answer is advisory, and every condition says why.
     let (_, decision) = server
         .get(&format!(
             "/v1/trust?callee_id={id}&caller_version=1.0&requires=streaming"
         ))
         .await;
     assert_eq!(decision["authoritative"], false);
-    assert!(decision["gate_state"].is_null());
-    let conditions = decision["conditions"].as_array().unwrap();
-    let ids: Vec<&str> = conditions
+    assert_eq!(decision["gate_state"], "card-trusted");
+    let statuses: Vec<(&str, &str)> = decision["conditions"]
+        .as_array()
+        .unwrap()
         .iter()
-        .map(|c| c["id"].as_str().unwrap())
+        .map(|c| (c["id"].as_str().unwrap(), c["status"].as_str().unwrap()))
         .collect();
     assert_eq!(
-        ids,
+        statuses,
         [
-            "card-trusted",
-            "version-match",
-            "same-origin",
-            "lifecycle-probe",
-            "capability:streaming",
-            "not-demoted"
+            ("card-trusted", "pass"),
+            ("version-match", "pass"),
+            ("same-origin", "pass"),
+            ("lifecycle-probe", "unknown"),
+            ("capability:streaming", "fail"),
+            ("not-demoted", "pass"),
         ]
     );
-    assert!(
-        conditions
-            .iter()
-            .all(|c| c["status"] == "unknown" && c["reason"].as_str().is_some())
-    );
+    assert!(decision["evidence"]["card_snapshot_id"].is_string());
+    assert_eq!(decision["evidence"]["ledger_seq"], 1);
     server.stop().await;
 }
 

@@ -6,6 +6,7 @@
 mod support;
 
 mod api;
+mod discovery;
 mod openapi;
 mod restart;
 mod storage;

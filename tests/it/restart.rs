@@ -1,53 +1,35 @@
 //! A restart on the same SQLite file keeps everything.
 
-use cardgate::domain::capability::Capability;
-use cardgate::domain::ids::{CalleeId, SnapshotId};
-use cardgate::domain::ledger::{EventBody, NewEvent};
-use cardgate::domain::time;
-use cardgate::domain::version::ProtocolVersion;
-use cardgate::storage::{DatabaseTarget, PoolSettings, Store};
+use cardgate::storage::DatabaseTarget;
 use serde_json::json;
 
 use crate::support::TestServer;
+use crate::support::cards::CardServer;
 
 #[tokio::test]
 async fn restart_on_the_same_sqlite_file_keeps_callees_and_ledger() {
     let dir = tempfile::tempdir().unwrap();
     let target = DatabaseTarget::Sqlite(dir.path().join("nested/dir/cardgate.db"));
+    let agents = CardServer::start().await;
+    agents.serve_signed_card(
+        "/.well-known/agent-card.json",
+        &agents.card("A", &["1.0", "0.3"], json!({})),
+    );
 
     let server = TestServer::start(target.clone()).await;
-    let (status, created) = server
-        .post("/v1/callees", json!({"card_url": "https://agent.example"}))
-        .await;
-    assert_eq!(status, 201);
-    let id: uuid::Uuid = created["id"].as_str().unwrap().parse().unwrap();
+    let created = server.register(&agents.origin()).await;
+    let id = created["id"].as_str().unwrap().to_string();
     server.stop().await;
-
-    // Between runs, the ledger gains an event (as discovery would write it).
-    let store = Store::connect(&target, &PoolSettings::default())
-        .await
-        .unwrap();
-    let event = NewEvent {
-        callee_id: CalleeId(id),
-        protocol_version: ProtocolVersion::new(1, 0),
-        body: EventBody::VersionAppeared {
-            snapshot_id: SnapshotId::new(),
-            advertised: vec![Capability::Streaming],
-        },
-        actor: "system".into(),
-    };
-    store.append(&[event], time::now()).await.unwrap();
-    store.close().await;
 
     let server = TestServer::start(target).await;
     let (status, fetched) = server.get(&format!("/v1/callees/{id}")).await;
     assert_eq!(status, 200);
-    assert_eq!(fetched["card_url"], "https://agent.example/");
-    assert_eq!(fetched["subjects"][0]["protocol_version"], "1.0");
-    assert_eq!(fetched["subjects"][0]["gate_state"], "card-trusted");
+    assert_eq!(fetched, created);
+    assert_eq!(fetched["subjects"].as_array().unwrap().len(), 2);
     let (_, ledger) = server.get("/v1/ledger").await;
-    assert_eq!(ledger["events"].as_array().unwrap().len(), 1);
+    assert_eq!(ledger["events"].as_array().unwrap().len(), 2);
     let (_, verify) = server.get("/v1/ledger/verify").await;
     assert_eq!(verify["ok"], true);
+    assert_eq!(verify["checked"], 2);
     server.stop().await;
 }

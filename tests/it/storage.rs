@@ -32,6 +32,8 @@ async fn new_callee(store: &Store, url: &str) -> Callee {
         card_url: CardUrl::parse(url).unwrap(),
         name: Some("agent".into()),
         created_at: time::now(),
+        trusted_keys: None,
+        fetch: Default::default(),
     };
     store.insert_callee(&callee).await.unwrap();
     callee
@@ -99,6 +101,8 @@ async fn duplicate_card_url_conflicts(db: TestDb) {
         card_url: CardUrl::parse("https://AGENT.example/").unwrap(),
         name: None,
         created_at: time::now(),
+        trusted_keys: None,
+        fetch: Default::default(),
     };
     let err = db.store.insert_callee(&again).await.unwrap_err();
     assert!(

@@ -1,9 +1,13 @@
-//! Test harness: fresh databases on both backends, and a real server on a loopback port.
+//! Test harness: fresh databases on both backends, a real cardgate server on a loopback port,
+//! and a card server playing the agents.
+
+pub mod cards;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
 
 use cardgate::app::{App, Settings};
+use cardgate::remote::NetworkPolicy;
 use cardgate::storage::{DatabaseTarget, PoolSettings, Store};
 use sqlx::{AssertSqlSafe, Connection};
 use tokio::sync::oneshot;
@@ -142,9 +146,18 @@ pub struct TestServer {
     handle: Option<JoinHandle<anyhow::Result<()>>>,
 }
 
+/// Settings for tests: loopback allowed (the agents run there), short fetch deadlines.
+pub fn test_settings(target: DatabaseTarget) -> Settings {
+    let mut settings = Settings::new(target);
+    let allowed = NetworkPolicy::parse_allowed("127.0.0.0/8,::1/128").unwrap();
+    settings.outbound.policy = NetworkPolicy::new(allowed);
+    settings.discovery.fetch_timeout = std::time::Duration::from_secs(2);
+    settings
+}
+
 impl TestServer {
     pub async fn start(target: DatabaseTarget) -> Self {
-        Self::start_with(Settings::new(target)).await
+        Self::start_with(test_settings(target)).await
     }
 
     pub async fn start_with(mut settings: Settings) -> Self {
@@ -195,6 +208,27 @@ impl TestServer {
                 .expect("POST"),
         )
         .await
+    }
+
+    pub async fn put(&self, path: &str, body: serde_json::Value) -> (u16, serde_json::Value) {
+        json_of(
+            self.client
+                .put(self.url(path))
+                .json(&body)
+                .send()
+                .await
+                .expect("PUT"),
+        )
+        .await
+    }
+
+    /// Registers the card at `card_url`, expecting success; returns the callee.
+    pub async fn register(&self, card_url: &str) -> serde_json::Value {
+        let (status, body) = self
+            .post("/v1/callees", serde_json::json!({ "card_url": card_url }))
+            .await;
+        assert_eq!(status, 201, "registering {card_url}: {body}");
+        body
     }
 }
 

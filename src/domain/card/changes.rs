@@ -1,0 +1,273 @@
+//! What a newly fetched card means for a callee's subjects: the ledger events a refresh
+//! appends (trust-model.md, "Scheduling"; issue #3's refresh transitions).
+
+use std::collections::BTreeMap;
+
+use super::NormalizedCard;
+use crate::domain::gate::SubjectState;
+use crate::domain::ids::SnapshotId;
+use crate::domain::ledger::EventBody;
+use crate::domain::version::ProtocolVersion;
+
+/// The new card, as assessed.
+pub enum NewCard<'a> {
+    /// Fetched, parsed and trusted (verified, or unsigned and admitted).
+    Trusted {
+        snapshot_id: SnapshotId,
+        sha256: &'a str,
+        card: &'a NormalizedCard,
+        changed: bool,
+    },
+    /// Could not be fetched, parsed or verified.
+    Untrusted {
+        snapshot_id: Option<SnapshotId>,
+        reason: &'a str,
+    },
+}
+
+/// The events, per subject, that take the callee from `subjects` to `new`.
+pub fn events_for(
+    subjects: &BTreeMap<ProtocolVersion, SubjectState>,
+    new: &NewCard<'_>,
+) -> Vec<(ProtocolVersion, EventBody)> {
+    let mut events = Vec::new();
+    match new {
+        NewCard::Untrusted {
+            snapshot_id,
+            reason,
+        } => {
+            for (version, state) in subjects {
+                if !state.withdrawn && state.card_untrusted.is_none() {
+                    events.push((
+                        *version,
+                        EventBody::CardUntrusted {
+                            snapshot_id: *snapshot_id,
+                            reason: reason.to_string(),
+                        },
+                    ));
+                }
+            }
+        }
+        NewCard::Trusted {
+            snapshot_id,
+            sha256,
+            card,
+            changed,
+        } => {
+            let offered = card.advertised();
+            for (version, advertised) in &offered {
+                let appeared = EventBody::VersionAppeared {
+                    snapshot_id: *snapshot_id,
+                    advertised: advertised.iter().copied().collect(),
+                };
+                match subjects.get(version) {
+                    None => events.push((*version, appeared)),
+                    Some(state) if state.withdrawn => events.push((*version, appeared)),
+                    Some(state) => {
+                        if state.card_untrusted.is_some() {
+                            events.push((
+                                *version,
+                                EventBody::CardTrustRestored {
+                                    snapshot_id: *snapshot_id,
+                                },
+                            ));
+                        }
+                        if *changed {
+                            // Gate states do not move on a republish.
+                            events.push((
+                                *version,
+                                EventBody::CardRepublished {
+                                    snapshot_id: *snapshot_id,
+                                    sha256: sha256.to_string(),
+                                },
+                            ));
+                        }
+                        for cap in advertised
+                            .iter()
+                            .filter(|c| !state.advertised.contains_key(c))
+                        {
+                            events.push((
+                                *version,
+                                EventBody::CapabilityAdvertised {
+                                    capability: *cap,
+                                    snapshot_id: *snapshot_id,
+                                },
+                            ));
+                        }
+                        for cap in state.advertised.keys().filter(|c| !advertised.contains(c)) {
+                            events.push((
+                                *version,
+                                EventBody::CapabilityWithdrawn {
+                                    capability: *cap,
+                                    snapshot_id: *snapshot_id,
+                                },
+                            ));
+                        }
+                    }
+                }
+            }
+            for (version, state) in subjects {
+                if !state.withdrawn && !offered.contains_key(version) {
+                    if state.card_untrusted.is_some() {
+                        events.push((
+                            *version,
+                            EventBody::CardTrustRestored {
+                                snapshot_id: *snapshot_id,
+                            },
+                        ));
+                    }
+                    events.push((
+                        *version,
+                        EventBody::VersionWithdrawn {
+                            snapshot_id: *snapshot_id,
+                        },
+                    ));
+                }
+            }
+        }
+    }
+    events
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::domain::capability::Capability;
+    use crate::domain::card::parse_card;
+    use chrono::{TimeZone, Utc};
+    use serde_json::json;
+
+    fn card(versions: &[&str], streaming: bool) -> NormalizedCard {
+        let interfaces: Vec<_> = versions
+            .iter()
+            .map(|v| json!({"url": "https://a.example", "protocolBinding": "JSONRPC", "protocolVersion": v}))
+            .collect();
+        parse_card(&json!({"name": "x", "supportedInterfaces": interfaces, "capabilities": {"streaming": streaming}}))
+            .unwrap()
+    }
+
+    fn state(caps: &[Capability]) -> SubjectState {
+        let at = Utc.timestamp_opt(1_700_000_000, 0).unwrap();
+        let body = EventBody::VersionAppeared {
+            snapshot_id: SnapshotId::new(),
+            advertised: caps.to_vec(),
+        };
+        SubjectState::start(&body, at).unwrap()
+    }
+
+    fn kinds(events: &[(ProtocolVersion, EventBody)]) -> Vec<String> {
+        events
+            .iter()
+            .map(|(v, e)| format!("{v} {}", e.kind()))
+            .collect()
+    }
+
+    fn v(s: &str) -> ProtocolVersion {
+        ProtocolVersion::parse_exact(s).unwrap()
+    }
+
+    /// (case, subjects before, new card, whether its bytes changed, expected events)
+    type Case = (
+        &'static str,
+        BTreeMap<ProtocolVersion, SubjectState>,
+        NormalizedCard,
+        bool,
+        Vec<&'static str>,
+    );
+
+    #[test]
+    fn refresh_transitions() {
+        let id = SnapshotId::new();
+        let one = BTreeMap::from([(v("1.0"), state(&[Capability::Streaming]))]);
+        let table: Vec<Case> = vec![
+            (
+                "registration",
+                BTreeMap::new(),
+                card(&["1.0", "0.3"], true),
+                true,
+                vec!["0.3 version-appeared", "1.0 version-appeared"],
+            ),
+            (
+                "same card again",
+                one.clone(),
+                card(&["1.0"], true),
+                false,
+                vec![],
+            ),
+            (
+                "republish",
+                one.clone(),
+                card(&["1.0"], true),
+                true,
+                vec!["1.0 card-republished"],
+            ),
+            (
+                "version appears",
+                one.clone(),
+                card(&["1.0", "1.1"], true),
+                true,
+                vec!["1.0 card-republished", "1.1 version-appeared"],
+            ),
+            (
+                "version withdrawn",
+                one.clone(),
+                card(&["1.1"], true),
+                true,
+                vec!["1.1 version-appeared", "1.0 version-withdrawn"],
+            ),
+            (
+                "capability withdrawn",
+                one,
+                card(&["1.0"], false),
+                true,
+                vec!["1.0 card-republished", "1.0 capability-withdrawn"],
+            ),
+            (
+                "capability advertised",
+                BTreeMap::from([(v("1.0"), state(&[]))]),
+                card(&["1.0"], true),
+                true,
+                vec!["1.0 card-republished", "1.0 capability-advertised"],
+            ),
+        ];
+        for (name, subjects, new_card, changed, expected) in table {
+            let new = NewCard::Trusted {
+                snapshot_id: id,
+                sha256: "ab",
+                card: &new_card,
+                changed,
+            };
+            assert_eq!(kinds(&events_for(&subjects, &new)), expected, "{name}");
+        }
+    }
+
+    #[test]
+    fn an_untrusted_card_marks_each_subject_once_and_a_trusted_one_restores_it() {
+        let subjects = BTreeMap::from([(v("1.0"), state(&[])), (v("0.3"), state(&[]))]);
+        let untrusted = NewCard::Untrusted {
+            snapshot_id: None,
+            reason: "signature invalid",
+        };
+        assert_eq!(
+            kinds(&events_for(&subjects, &untrusted)),
+            ["0.3 card-untrusted", "1.0 card-untrusted"]
+        );
+
+        let mut marked = subjects;
+        for s in marked.values_mut() {
+            s.card_untrusted = Some("signature invalid".into());
+        }
+        assert!(events_for(&marked, &untrusted).is_empty(), "not spammed");
+        let c = card(&["1.0", "0.3"], false);
+        let trusted = NewCard::Trusted {
+            snapshot_id: SnapshotId::new(),
+            sha256: "cd",
+            card: &c,
+            changed: false,
+        };
+        assert_eq!(
+            kinds(&events_for(&marked, &trusted)),
+            ["0.3 card-trust-restored", "1.0 card-trust-restored"]
+        );
+    }
+}

@@ -1,0 +1,313 @@
+//! `/v1/callees/{id}/cards`: the recorded card snapshots, with their raw bytes.
+
+use axum::extract::State;
+use base64::Engine;
+use base64::engine::general_purpose::STANDARD;
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use utoipa::{IntoParams, ToSchema};
+use uuid::Uuid;
+
+use super::callees::page_size;
+use super::error::{ApiError, ErrorBody};
+use super::extract::{Json, Path, Query};
+use crate::app::AppState;
+use crate::domain::card::signature::{KeySource, SignatureVerdict};
+use crate::domain::card::{CardSnapshot, NormalizedCard, origin_text, same_origin};
+use crate::domain::ids::{CalleeId, SnapshotId};
+use crate::service::callees::not_found;
+use crate::storage::StoreError;
+
+/// How one snapshot was judged.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct SnapshotSummary {
+    pub id: Uuid,
+    pub fetched_at: DateTime<Utc>,
+    /// Where the card was finally served from.
+    pub url: String,
+    /// sha256 of the raw bytes.
+    pub sha256: String,
+    /// Usable for routing: parsed, and verified (or unsigned and admitted by policy).
+    pub trusted: bool,
+    /// Why it is not trusted.
+    pub problem: Option<String>,
+    pub signature: SignatureView,
+    /// `v1`, `hybrid`, `v03` or `v02`; absent when the card did not parse.
+    pub generation: Option<String>,
+    /// Every `Major.Minor` the card offers.
+    pub versions: Vec<String>,
+    /// Card fields the signature does not cover (legacy fields on hybrid cards, unknown fields,
+    /// the unprotected `header`, requirements erased as empty), so "signed" never overstates.
+    pub uncovered_fields: Vec<String>,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct SignatureView {
+    /// `verified`, `unsigned`, `invalid`, `key-unavailable` or `not-checked`.
+    pub status: String,
+    /// Which entry of `signatures` verified.
+    pub index: Option<usize>,
+    pub kid: Option<String>,
+    pub alg: Option<String>,
+    /// `pinned` or `jku`.
+    pub key_source: Option<String>,
+    /// The `jku` the key came from.
+    pub jku: Option<String>,
+    pub reason: Option<String>,
+}
+
+/// One snapshot in full.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct SnapshotView {
+    #[serde(flatten)]
+    pub summary: SnapshotSummary,
+    pub etag: Option<String>,
+    pub last_modified: Option<String>,
+    /// The normalized view of the card, when it parsed.
+    pub card: Option<CardView>,
+    /// The bytes exactly as served, when they are UTF-8 (cards are JSON, so normally yes).
+    pub raw_text: Option<String>,
+    /// The bytes exactly as served, base64.
+    pub raw_base64: String,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct CardView {
+    pub name: String,
+    pub description: Option<String>,
+    pub agent_version: Option<String>,
+    pub interfaces: Vec<InterfaceView>,
+    pub capabilities: CapabilitiesView,
+    pub skills: Vec<SkillView>,
+    pub default_input_modes: Vec<String>,
+    pub default_output_modes: Vec<String>,
+    /// Top-level fields outside the card generation's model.
+    pub legacy_fields: Vec<String>,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct InterfaceView {
+    pub url: String,
+    pub protocol_binding: String,
+    pub protocol_version: String,
+    pub tenant: Option<String>,
+    /// Same scheme, host and port as the card's URL.
+    pub same_origin: bool,
+    /// Capabilities the card advertises for this interface's version.
+    pub advertised: Vec<String>,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct CapabilitiesView {
+    pub streaming: bool,
+    pub push_notifications: bool,
+    /// As declared; only meaningful for v0.2/v0.3 interfaces.
+    pub state_transition_history: bool,
+    pub extended_agent_card: bool,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct SkillView {
+    pub id: String,
+    pub name: Option<String>,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct SnapshotPage {
+    /// Newest first.
+    pub items: Vec<SnapshotSummary>,
+    /// Pass as `before` for the next page; absent on the last page.
+    pub next_before: Option<Uuid>,
+}
+
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+#[serde(deny_unknown_fields)]
+pub struct SnapshotQuery {
+    /// Page size, 1 to 200 (default 50).
+    pub limit: Option<u32>,
+    /// Cursor: the `next_before` of the previous page.
+    pub before: Option<Uuid>,
+}
+
+impl From<&SignatureVerdict> for SignatureView {
+    fn from(v: &SignatureVerdict) -> Self {
+        let mut view = SignatureView {
+            status: v.status().to_string(),
+            index: None,
+            kid: None,
+            alg: None,
+            key_source: None,
+            jku: None,
+            reason: None,
+        };
+        match v {
+            SignatureVerdict::Verified {
+                index,
+                kid,
+                alg,
+                key_source,
+            } => {
+                view.index = Some(*index);
+                view.kid = Some(kid.clone());
+                view.alg = Some(alg.clone());
+                match key_source {
+                    KeySource::Pinned => view.key_source = Some("pinned".into()),
+                    KeySource::Jku { url } => {
+                        view.key_source = Some("jku".into());
+                        view.jku = Some(url.clone());
+                    }
+                }
+            }
+            SignatureVerdict::Unsigned => {}
+            SignatureVerdict::Invalid { reason }
+            | SignatureVerdict::KeyUnavailable { reason }
+            | SignatureVerdict::NotChecked { reason } => view.reason = Some(reason.clone()),
+        }
+        view
+    }
+}
+
+impl From<&CardSnapshot> for SnapshotSummary {
+    fn from(s: &CardSnapshot) -> Self {
+        let a = &s.assessment;
+        Self {
+            id: s.id.0,
+            fetched_at: s.fetched_at,
+            url: s.url.clone(),
+            sha256: s.sha256.clone(),
+            trusted: a.trusted,
+            problem: a.problem.clone(),
+            signature: (&a.signature).into(),
+            generation: a.card.as_ref().map(|c| {
+                serde_json::to_value(c.generation)
+                    .ok()
+                    .and_then(|v| v.as_str().map(str::to_string))
+                    .unwrap_or_default()
+            }),
+            versions: a
+                .card
+                .as_ref()
+                .map(|c| c.versions().iter().map(ToString::to_string).collect())
+                .unwrap_or_default(),
+            uncovered_fields: a.uncovered.clone(),
+        }
+    }
+}
+
+fn card_view(card: &NormalizedCard, card_url: &str) -> CardView {
+    let base = url::Url::parse(card_url).ok();
+    CardView {
+        name: card.name.clone(),
+        description: card.description.clone(),
+        agent_version: card.agent_version.clone(),
+        interfaces: card
+            .interfaces
+            .iter()
+            .map(|i| InterfaceView {
+                url: i.url.clone(),
+                protocol_binding: i.binding.clone(),
+                protocol_version: i.version.to_string(),
+                tenant: i.tenant.clone(),
+                same_origin: base.as_ref().is_some_and(|b| same_origin(b, &i.url)),
+                advertised: card
+                    .advertised_for(i.version)
+                    .iter()
+                    .map(ToString::to_string)
+                    .collect(),
+            })
+            .collect(),
+        capabilities: CapabilitiesView {
+            streaming: card.capabilities.streaming,
+            push_notifications: card.capabilities.push_notifications,
+            state_transition_history: card.capabilities.state_transition_history,
+            extended_agent_card: card.capabilities.extended_agent_card,
+        },
+        skills: card
+            .skills
+            .iter()
+            .map(|s| SkillView {
+                id: s.id.clone(),
+                name: s.name.clone(),
+            })
+            .collect(),
+        default_input_modes: card.default_input_modes.clone(),
+        default_output_modes: card.default_output_modes.clone(),
+        legacy_fields: card.legacy_fields.clone(),
+    }
+}
+
+/// The card's origin, for display next to interfaces.
+pub fn card_origin(url: &str) -> String {
+    url::Url::parse(url)
+        .map(|u| origin_text(&u))
+        .unwrap_or_else(|_| url.to_string())
+}
+
+/// The callee's card snapshots, newest first.
+#[utoipa::path(get, path = "/v1/callees/{id}/cards", tag = "callees",
+    params(("id" = Uuid, Path, description = "Callee id"), SnapshotQuery),
+    responses(
+        (status = 200, description = "Snapshots, newest first", body = SnapshotPage),
+        (status = 400, description = "Bad parameters", body = ErrorBody),
+        (status = 404, description = "No such callee", body = ErrorBody),
+    ))]
+pub async fn list_cards(
+    State(app): State<AppState>,
+    Path(id): Path<Uuid>,
+    Query(q): Query<SnapshotQuery>,
+) -> Result<Json<SnapshotPage>, ApiError> {
+    let callee_id = CalleeId(id);
+    let limit = page_size(q.limit)?;
+    app.store
+        .callee(callee_id)
+        .await
+        .map_err(|e| not_found(e, callee_id))?;
+    let snapshots = app
+        .store
+        .snapshots(callee_id, q.before.map(SnapshotId), limit)
+        .await?;
+    let next_before = (snapshots.len() == limit as usize)
+        .then(|| snapshots.last().map(|s| s.id.0))
+        .flatten();
+    Ok(Json(SnapshotPage {
+        items: snapshots.iter().map(Into::into).collect(),
+        next_before,
+    }))
+}
+
+/// One snapshot with its raw card.
+#[utoipa::path(get, path = "/v1/callees/{id}/cards/{snapshot_id}", tag = "callees",
+    params(("id" = Uuid, Path, description = "Callee id"), ("snapshot_id" = Uuid, Path, description = "Snapshot id")),
+    responses(
+        (status = 200, description = "The snapshot", body = SnapshotView),
+        (status = 400, description = "Malformed id", body = ErrorBody),
+        (status = 404, description = "No such callee or snapshot", body = ErrorBody),
+    ))]
+pub async fn get_card(
+    State(app): State<AppState>,
+    Path((id, snapshot_id)): Path<(Uuid, Uuid)>,
+) -> Result<Json<SnapshotView>, ApiError> {
+    let snapshot = app
+        .store
+        .snapshot(CalleeId(id), SnapshotId(snapshot_id))
+        .await
+        .map_err(|e| match e {
+            StoreError::NotFound => {
+                ApiError::NotFound(format!("callee {id} has no snapshot {snapshot_id}"))
+            }
+            other => other.into(),
+        })?;
+    Ok(Json(SnapshotView {
+        summary: (&snapshot).into(),
+        etag: snapshot.etag.clone(),
+        last_modified: snapshot.last_modified.clone(),
+        card: snapshot
+            .assessment
+            .card
+            .as_ref()
+            .map(|c| card_view(c, &snapshot.url)),
+        raw_text: String::from_utf8(snapshot.raw.clone()).ok(),
+        raw_base64: STANDARD.encode(&snapshot.raw),
+    }))
+}

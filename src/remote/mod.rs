@@ -1,0 +1,409 @@
+//! All outbound HTTP: one guarded client for card fetches, `jku` key sets, probes and push
+//! registration alike.
+//!
+//! Guarantees, whoever named the URL: http(s) only; hosts are resolved by cardgate, every
+//! resolved address is checked against the [`NetworkPolicy`], and the connection goes to the
+//! checked address (the resolver hands reqwest only those, so there is no DNS-rebinding window);
+//! IP-literal hosts are checked before the request; redirects are followed by hand, a few at
+//! most, each hop checked again; bodies are read against a byte cap and aborted past it; every
+//! request has connect and total deadlines; system proxies are ignored.
+
+pub mod policy;
+
+use std::net::{IpAddr, SocketAddr};
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::{Bytes, BytesMut};
+use reqwest::dns::{Addrs, Name, Resolve, Resolving};
+use reqwest::header::{HeaderMap, LOCATION};
+use url::{Host, Url};
+
+pub use policy::NetworkPolicy;
+
+use crate::domain::card::same_origin;
+
+/// How the outbound client is built.
+#[derive(Debug, Clone)]
+pub struct OutboundSettings {
+    pub policy: NetworkPolicy,
+    pub connect_timeout: Duration,
+    /// Backstop for any single request; callers set tighter deadlines per use.
+    pub request_timeout: Duration,
+    pub max_redirects: usize,
+    pub user_agent: String,
+}
+
+impl Default for OutboundSettings {
+    fn default() -> Self {
+        Self {
+            policy: NetworkPolicy::default(),
+            connect_timeout: Duration::from_secs(3),
+            request_timeout: Duration::from_secs(60),
+            max_redirects: 3,
+            user_agent: format!(
+                "cardgate/{} (A2A lifecycle trust registry)",
+                env!("CARGO_PKG_VERSION")
+            ),
+        }
+    }
+}
+
+/// Why an outbound request did not produce a usable response.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum FetchError {
+    #[error("{url} uses `{scheme}`; only http and https are fetched")]
+    Scheme { url: String, scheme: String },
+    #[error(
+        "{host}: {reason}; cardgate does not connect to loopback, private, link-local or other \
+         non-public addresses unless CARDGATE_ALLOW_NETWORKS allows them"
+    )]
+    Denied { host: String, reason: String },
+    #[error("{host} could not be resolved: {reason}")]
+    Resolve { host: String, reason: String },
+    #[error("{url} did not finish answering within {secs} s")]
+    Timeout { url: String, secs: u64 },
+    #[error("{url} sent more than {limit} bytes; the download was aborted")]
+    TooLarge { url: String, limit: usize },
+    #[error("{url} redirected more than {max} times")]
+    TooManyRedirects { url: String, max: usize },
+    #[error(
+        "{from} redirected to {to}, on another origin; a card is only accepted from its own origin"
+    )]
+    CrossOriginRedirect { from: String, to: String },
+    #[error("{url} answered {status} without a usable Location")]
+    BadRedirect { url: String, status: u16 },
+    #[error("{url} answered HTTP {status}")]
+    Status { url: String, status: u16 },
+    #[error("{url}: {reason}")]
+    Transport { url: String, reason: String },
+}
+
+/// Which redirects a fetch follows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Redirects {
+    /// None: a 3xx is returned as it is.
+    None,
+    /// Only to the same origin as the URL first asked for.
+    SameOrigin,
+}
+
+/// Bounds of one fetch.
+#[derive(Debug, Clone, Copy)]
+pub struct Limits {
+    pub max_body: usize,
+    /// Deadline for the whole exchange: connect, redirects, headers and body.
+    pub timeout: Duration,
+}
+
+/// A response with its body read in full (within the cap).
+#[derive(Debug, Clone)]
+pub struct Fetched {
+    pub url: Url,
+    pub status: u16,
+    pub headers: HeaderMap,
+    pub body: Bytes,
+}
+
+/// The guarded client. Cheap to clone.
+#[derive(Clone)]
+pub struct Outbound {
+    client: reqwest::Client,
+    policy: Arc<NetworkPolicy>,
+    max_redirects: usize,
+}
+
+/// A host whose every address the policy refuses.
+#[derive(Debug, thiserror::Error)]
+#[error("{host} resolves only to refused addresses ({reason})")]
+struct DeniedHost {
+    host: String,
+    reason: String,
+}
+
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+struct ResolveFailed(String);
+
+/// DNS through the policy: only permitted addresses reach the connector.
+struct GuardedResolver {
+    policy: Arc<NetworkPolicy>,
+}
+
+impl Resolve for GuardedResolver {
+    fn resolve(&self, name: Name) -> Resolving {
+        let policy = self.policy.clone();
+        let host = name.as_str().to_string();
+        Box::pin(async move {
+            let addrs: Vec<IpAddr> = match policy.override_for(&host) {
+                Some(fixed) => fixed.to_vec(),
+                None => tokio::net::lookup_host((host.as_str(), 0))
+                    .await
+                    .map_err(|e| ResolveFailed(e.to_string()))?
+                    .map(|sa| sa.ip())
+                    .collect(),
+            };
+            let (allowed, refused): (Vec<_>, Vec<_>) = addrs
+                .into_iter()
+                .map(|a| (a, policy.check(a)))
+                .partition(|(_, verdict)| verdict.is_ok());
+            if allowed.is_empty() {
+                let reason = refused
+                    .into_iter()
+                    .filter_map(|(_, v)| v.err())
+                    .collect::<Vec<_>>();
+                let reason = if reason.is_empty() {
+                    "no addresses".to_string()
+                } else {
+                    reason.join(", ")
+                };
+                return Err(Box::new(DeniedHost { host, reason })
+                    as Box<dyn std::error::Error + Send + Sync>);
+            }
+            let addrs: Addrs = Box::new(
+                allowed
+                    .into_iter()
+                    .map(|(a, _)| SocketAddr::new(a, 0))
+                    .collect::<Vec<_>>()
+                    .into_iter(),
+            );
+            Ok(addrs)
+        })
+    }
+}
+
+impl Outbound {
+    pub fn new(settings: OutboundSettings) -> Result<Self, reqwest::Error> {
+        let policy = Arc::new(settings.policy);
+        let client = reqwest::Client::builder()
+            .user_agent(settings.user_agent)
+            .connect_timeout(settings.connect_timeout)
+            .timeout(settings.request_timeout)
+            .redirect(reqwest::redirect::Policy::none())
+            .no_proxy()
+            .dns_resolver(Arc::new(GuardedResolver {
+                policy: policy.clone(),
+            }))
+            .build()?;
+        Ok(Self {
+            client,
+            policy,
+            max_redirects: settings.max_redirects,
+        })
+    }
+
+    pub fn policy(&self) -> &NetworkPolicy {
+        &self.policy
+    }
+
+    /// The underlying client, for building requests that are then sent with [`Self::send`].
+    pub fn client(&self) -> &reqwest::Client {
+        &self.client
+    }
+
+    /// Checks what can be checked before connecting: the scheme and an IP-literal host.
+    /// (Named hosts are checked by the resolver, address by address.)
+    pub fn check_url(&self, url: &Url) -> Result<(), FetchError> {
+        if !matches!(url.scheme(), "http" | "https") {
+            return Err(FetchError::Scheme {
+                url: url.to_string(),
+                scheme: url.scheme().to_string(),
+            });
+        }
+        let literal = match url.host() {
+            Some(Host::Ipv4(v4)) => Some(IpAddr::V4(v4)),
+            Some(Host::Ipv6(v6)) => Some(IpAddr::V6(v6)),
+            Some(Host::Domain(_)) => None,
+            None => {
+                return Err(FetchError::Transport {
+                    url: url.to_string(),
+                    reason: "the URL has no host".into(),
+                });
+            }
+        };
+        if let Some(addr) = literal {
+            self.policy
+                .check(addr)
+                .map_err(|reason| FetchError::Denied {
+                    host: addr.to_string(),
+                    reason,
+                })?;
+        }
+        Ok(())
+    }
+
+    /// Whether plain http to this URL's host is to a network the operator allowed (for `jku`).
+    pub fn is_allowed_network(&self, url: &Url) -> bool {
+        match url.host() {
+            Some(Host::Ipv4(v4)) => self.policy.is_allowed(IpAddr::V4(v4)),
+            Some(Host::Ipv6(v6)) => self.policy.is_allowed(IpAddr::V6(v6)),
+            Some(Host::Domain(d)) => self
+                .policy
+                .override_for(d)
+                .is_some_and(|addrs| addrs.iter().all(|a| self.policy.is_allowed(*a))),
+            None => false,
+        }
+    }
+
+    /// GET `url`, following redirects per `redirects`, reading the body within `limits`.
+    pub async fn get(
+        &self,
+        url: Url,
+        headers: HeaderMap,
+        redirects: Redirects,
+        limits: Limits,
+    ) -> Result<Fetched, FetchError> {
+        let first = url.clone();
+        let secs = limits.timeout.as_secs().max(1);
+        tokio::time::timeout(
+            limits.timeout,
+            self.get_inner(url, headers, redirects, limits.max_body),
+        )
+        .await
+        .unwrap_or_else(|_| {
+            Err(FetchError::Timeout {
+                url: first.to_string(),
+                secs,
+            })
+        })
+    }
+
+    async fn get_inner(
+        &self,
+        url: Url,
+        headers: HeaderMap,
+        redirects: Redirects,
+        max_body: usize,
+    ) -> Result<Fetched, FetchError> {
+        let origin = url.clone();
+        let mut current = url;
+        let mut hops = 0;
+        loop {
+            let response = self
+                .send(self.client.get(current.clone()).headers(headers.clone()))
+                .await?;
+            let status = response.status();
+            if status.is_redirection() && status.as_u16() != 304 && redirects != Redirects::None {
+                let next = response
+                    .headers()
+                    .get(LOCATION)
+                    .and_then(|v| v.to_str().ok())
+                    .and_then(|loc| current.join(loc).ok())
+                    .ok_or_else(|| FetchError::BadRedirect {
+                        url: current.to_string(),
+                        status: status.as_u16(),
+                    })?;
+                hops += 1;
+                if hops > self.max_redirects {
+                    return Err(FetchError::TooManyRedirects {
+                        url: origin.to_string(),
+                        max: self.max_redirects,
+                    });
+                }
+                // The new target's addresses are checked before its origin: a redirect into the
+                // metadata service should be reported as what it is.
+                self.check_url(&next)?;
+                if !same_origin(&origin, next.as_str()) {
+                    return Err(FetchError::CrossOriginRedirect {
+                        from: current.to_string(),
+                        to: next.to_string(),
+                    });
+                }
+                current = next;
+                continue;
+            }
+            let headers = response.headers().clone();
+            let body = read_capped(response, max_body).await?;
+            return Ok(Fetched {
+                url: current,
+                status: status.as_u16(),
+                headers,
+                body,
+            });
+        }
+    }
+
+    /// Sends a request built on [`Self::client`], after checking its URL. No redirects are
+    /// followed; the response body is left for the caller to read within its own bounds.
+    pub async fn send(
+        &self,
+        request: reqwest::RequestBuilder,
+    ) -> Result<reqwest::Response, FetchError> {
+        let request = request.build().map_err(|e| FetchError::Transport {
+            url: String::new(),
+            reason: e.to_string(),
+        })?;
+        let url = request.url().clone();
+        self.check_url(&url)?;
+        self.client
+            .execute(request)
+            .await
+            .map_err(|e| classify(&url, &e))
+    }
+}
+
+/// Reads a body chunk by chunk and gives up, dropping the connection, past `max` bytes.
+pub async fn read_capped(mut response: reqwest::Response, max: usize) -> Result<Bytes, FetchError> {
+    let url = response.url().to_string();
+    if response
+        .content_length()
+        .is_some_and(|len| len > max as u64)
+    {
+        return Err(FetchError::TooLarge { url, limit: max });
+    }
+    let mut body = BytesMut::new();
+    while let Some(chunk) = response.chunk().await.map_err(|e| classify_str(&url, &e))? {
+        if body.len() + chunk.len() > max {
+            return Err(FetchError::TooLarge { url, limit: max });
+        }
+        body.extend_from_slice(&chunk);
+    }
+    Ok(body.freeze())
+}
+
+/// Turns a reqwest error into the reason a person needs.
+fn classify(url: &Url, err: &reqwest::Error) -> FetchError {
+    classify_str(url.as_str(), err)
+}
+
+fn classify_str(url: &str, err: &reqwest::Error) -> FetchError {
+    let mut source: Option<&(dyn std::error::Error + 'static)> = Some(err);
+    while let Some(e) = source {
+        if let Some(denied) = e.downcast_ref::<DeniedHost>() {
+            return FetchError::Denied {
+                host: denied.host.clone(),
+                reason: format!("resolves only to refused addresses ({})", denied.reason),
+            };
+        }
+        if let Some(failed) = e.downcast_ref::<ResolveFailed>() {
+            let host = Url::parse(url)
+                .ok()
+                .and_then(|u| u.host_str().map(str::to_string))
+                .unwrap_or_default();
+            return FetchError::Resolve {
+                host,
+                reason: failed.0.clone(),
+            };
+        }
+        source = e.source();
+    }
+    let reason = if err.is_timeout() {
+        "timed out".to_string()
+    } else if err.is_connect() {
+        format!("could not connect ({})", innermost(err))
+    } else {
+        innermost(err)
+    };
+    FetchError::Transport {
+        url: url.to_string(),
+        reason,
+    }
+}
+
+fn innermost(err: &(dyn std::error::Error + 'static)) -> String {
+    let mut current = err;
+    while let Some(next) = current.source() {
+        current = next;
+    }
+    current.to_string()
+}

@@ -1,0 +1,207 @@
+//! Card snapshots, and the transactions that record a fetch together with its ledger events.
+
+use chrono::{DateTime, Utc};
+use uuid::Uuid;
+
+use super::callees::insert_callee_query;
+use super::ledger::AppendEvents;
+use super::{BeginWrite, Store, StoreError, Subject, dispatch};
+use crate::domain::callee::{Callee, FetchState};
+use crate::domain::card::{Assessment, CardSnapshot};
+use crate::domain::ids::{CalleeId, SnapshotId};
+use crate::domain::ledger::{EventRecord, NewEvent};
+use crate::domain::time::Timestamp;
+
+#[derive(sqlx::FromRow)]
+struct SnapshotRow {
+    id: Uuid,
+    callee_id: Uuid,
+    fetched_at: DateTime<Utc>,
+    url: String,
+    sha256: String,
+    raw: Vec<u8>,
+    etag: Option<String>,
+    last_modified: Option<String>,
+    assessment: String,
+}
+
+impl TryFrom<SnapshotRow> for CardSnapshot {
+    type Error = StoreError;
+    fn try_from(row: SnapshotRow) -> Result<Self, StoreError> {
+        Ok(CardSnapshot {
+            id: row.id.into(),
+            callee_id: row.callee_id.into(),
+            fetched_at: row.fetched_at,
+            url: row.url,
+            sha256: row.sha256,
+            raw: row.raw,
+            etag: row.etag,
+            last_modified: row.last_modified,
+            assessment: serde_json::from_str::<Assessment>(&row.assessment)
+                .map_err(StoreError::corrupt)?,
+        })
+    }
+}
+
+macro_rules! snapshot_columns {
+    () => {
+        "id, callee_id, fetched_at, url, sha256, raw, etag, last_modified, assessment"
+    };
+}
+
+/// The columns of a listing: everything but the raw bytes, which can be large.
+macro_rules! snapshot_summary_columns {
+    () => {
+        "id, callee_id, fetched_at, url, sha256, substr(raw, 1, 0) as raw, etag, last_modified, assessment"
+    };
+}
+
+fn insert_snapshot_query<DB>(
+    s: &CardSnapshot,
+) -> sqlx::query::Query<'static, DB, <DB as sqlx::Database>::Arguments>
+where
+    DB: sqlx::Database,
+    Uuid: for<'q> sqlx::Encode<'q, DB> + sqlx::Type<DB>,
+    String: for<'q> sqlx::Encode<'q, DB> + sqlx::Type<DB>,
+    Option<String>: for<'q> sqlx::Encode<'q, DB> + sqlx::Type<DB>,
+    Vec<u8>: for<'q> sqlx::Encode<'q, DB> + sqlx::Type<DB>,
+    bool: for<'q> sqlx::Encode<'q, DB> + sqlx::Type<DB>,
+    DateTime<Utc>: for<'q> sqlx::Encode<'q, DB> + sqlx::Type<DB>,
+{
+    sqlx::query(concat!(
+        "insert into card_snapshots (",
+        snapshot_columns!(),
+        ", trusted) values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)"
+    ))
+    .bind(s.id.0)
+    .bind(s.callee_id.0)
+    .bind(s.fetched_at)
+    .bind(s.url.clone())
+    .bind(s.sha256.clone())
+    .bind(s.raw.clone())
+    .bind(s.etag.clone())
+    .bind(s.last_modified.clone())
+    .bind(serde_json::to_string(&s.assessment).expect("assessments serialize"))
+    .bind(s.assessment.trusted)
+}
+
+impl Store {
+    /// Registers a callee with its first (trusted) snapshot and the events that create its
+    /// subjects, all in one transaction: nothing is stored unless everything is.
+    pub async fn register_callee(
+        &self,
+        callee: &Callee,
+        snapshot: &CardSnapshot,
+        events: &[NewEvent],
+        now: Timestamp,
+    ) -> Result<Vec<(EventRecord, Subject)>, StoreError> {
+        dispatch!(self, |pool| {
+            let mut tx = pool.begin_write().await?;
+            insert_callee_query(callee).execute(&mut *tx).await?;
+            insert_snapshot_query(snapshot).execute(&mut *tx).await?;
+            sqlx::query(
+                "update callees set last_fetch_at = $2, last_fetch_status = 'fetched' where id = $1",
+            )
+            .bind(callee.id.0)
+            .bind(snapshot.fetched_at)
+            .execute(&mut *tx)
+            .await?;
+            let appended = tx.append_events(events, now).await?;
+            tx.commit().await?;
+            Ok(appended)
+        })
+    }
+
+    /// Records one refresh: the new snapshot (if a body was fetched), the fetch outcome on the
+    /// callee, and the events it causes, in one transaction.
+    pub async fn record_refresh(
+        &self,
+        callee_id: CalleeId,
+        snapshot: Option<&CardSnapshot>,
+        fetch: &FetchState,
+        events: &[NewEvent],
+        now: Timestamp,
+    ) -> Result<Vec<(EventRecord, Subject)>, StoreError> {
+        dispatch!(self, |pool| {
+            let mut tx = pool.begin_write().await?;
+            if let Some(snapshot) = snapshot {
+                insert_snapshot_query(snapshot).execute(&mut *tx).await?;
+            }
+            sqlx::query(
+                "update callees set last_fetch_at = $2, last_fetch_status = $3, \
+                 last_fetch_error = $4 where id = $1",
+            )
+            .bind(callee_id.0)
+            .bind(fetch.last_at)
+            .bind(fetch.status.map(|s| s.as_str()))
+            .bind(fetch.error.as_deref())
+            .execute(&mut *tx)
+            .await?;
+            let appended = tx.append_events(events, now).await?;
+            tx.commit().await?;
+            Ok(appended)
+        })
+    }
+
+    /// The newest snapshot of the callee's card, without its raw bytes (`raw` is empty).
+    pub async fn latest_snapshot(
+        &self,
+        callee_id: CalleeId,
+    ) -> Result<Option<CardSnapshot>, StoreError> {
+        let row: Option<SnapshotRow> = dispatch!(self, |pool| {
+            sqlx::query_as(concat!(
+                "select ",
+                snapshot_summary_columns!(),
+                " from card_snapshots where callee_id = $1 order by id desc limit 1"
+            ))
+            .bind(callee_id.0)
+            .fetch_optional(pool)
+            .await
+        })?;
+        row.map(TryInto::try_into).transpose()
+    }
+
+    /// Snapshots newest first, before the cursor `before`, without raw bytes.
+    pub async fn snapshots(
+        &self,
+        callee_id: CalleeId,
+        before: Option<SnapshotId>,
+        limit: u32,
+    ) -> Result<Vec<CardSnapshot>, StoreError> {
+        // The max UUID sorts last in both backends, so "before max" is "from the newest".
+        let before = before.map_or(Uuid::max(), |id| id.0);
+        let rows: Vec<SnapshotRow> = dispatch!(self, |pool| {
+            sqlx::query_as(concat!(
+                "select ",
+                snapshot_summary_columns!(),
+                " from card_snapshots where callee_id = $1 and id < $2 order by id desc limit $3"
+            ))
+            .bind(callee_id.0)
+            .bind(before)
+            .bind(i64::from(limit))
+            .fetch_all(pool)
+            .await
+        })?;
+        rows.into_iter().map(TryInto::try_into).collect()
+    }
+
+    /// One snapshot of this callee, with its raw bytes.
+    pub async fn snapshot(
+        &self,
+        callee_id: CalleeId,
+        id: SnapshotId,
+    ) -> Result<CardSnapshot, StoreError> {
+        let row: SnapshotRow = dispatch!(self, |pool| {
+            sqlx::query_as(concat!(
+                "select ",
+                snapshot_columns!(),
+                " from card_snapshots where callee_id = $1 and id = $2"
+            ))
+            .bind(callee_id.0)
+            .bind(id.0)
+            .fetch_one(pool)
+            .await
+        })?;
+        row.try_into()
+    }
+}
