@@ -12,6 +12,8 @@ use crate::domain::time::{self, Timestamp};
 use crate::http::{self, HttpLimits};
 use crate::remote::{Outbound, OutboundSettings};
 use crate::service::discovery::{Discovery, DiscoverySettings};
+use crate::service::probe::ProbeSettings;
+use crate::service::worker::{self, WorkerSettings};
 use crate::storage::{DatabaseTarget, PoolSettings, Store};
 
 /// Where "now" comes from. Services read it here so tests can hold time still.
@@ -37,6 +39,9 @@ pub struct AppState {
     /// The one guarded client for everything cardgate fetches.
     pub outbound: Outbound,
     pub discovery: Discovery,
+    pub probe: ProbeSettings,
+    /// Wakes the job worker when a job is enqueued.
+    pub wake: Arc<tokio::sync::Notify>,
 }
 
 impl AppState {
@@ -54,6 +59,8 @@ pub struct Settings {
     pub http: HttpLimits,
     pub outbound: OutboundSettings,
     pub discovery: DiscoverySettings,
+    pub probe: ProbeSettings,
+    pub worker: WorkerSettings,
 }
 
 impl Settings {
@@ -66,6 +73,8 @@ impl Settings {
             http: HttpLimits::default(),
             outbound: OutboundSettings::default(),
             discovery: DiscoverySettings::default(),
+            probe: ProbeSettings::default(),
+            worker: WorkerSettings::default(),
         }
     }
 }
@@ -91,7 +100,32 @@ impl App {
             clock: Arc::new(SystemClock),
             outbound,
             discovery,
+            probe: settings.probe.clone(),
+            wake: Arc::new(tokio::sync::Notify::new()),
         };
+        // Work cut short by a crash or shutdown: probes are aborted (they never promote) and
+        // their jobs become claimable again. An SQLite file has one process by design, so
+        // everything running is an orphan; on Postgres other replicas may be alive, so only
+        // expired leases are.
+        let single = state.store.backend() == "sqlite";
+        let now = state.now();
+        let aborted = state
+            .store
+            .abort_orphaned_runs(single, now)
+            .await
+            .context("recovering probe runs")?;
+        let released = state
+            .store
+            .release_orphaned_jobs(single, now)
+            .await
+            .context("recovering jobs")?;
+        if aborted + released > 0 {
+            tracing::info!(
+                aborted,
+                released,
+                "recovered work cut short by the previous run"
+            );
+        }
         Ok(Self { state, settings })
     }
 
@@ -111,10 +145,27 @@ impl App {
         let router = http::router(self.state.clone(), &self.settings.http);
         let addr = listener.local_addr()?;
         tracing::info!(%addr, database = self.state.store.backend(), "cardgate listening on http://{addr}");
-        axum::serve(listener, router)
-            .with_graceful_shutdown(shutdown)
+        let stop = tokio_util::sync::CancellationToken::new();
+        let worker = tokio::spawn(worker::run(
+            self.state.clone(),
+            self.settings.worker.clone(),
+            self.state.wake.clone(),
+            stop.clone(),
+        ));
+        let stopping = stop.clone();
+        let served = axum::serve(listener, router)
+            .with_graceful_shutdown(async move {
+                shutdown.await;
+                // Stop taking jobs as soon as shutdown starts, while requests drain.
+                stopping.cancel();
+            })
             .await
-            .context("serving HTTP")?;
+            .context("serving HTTP");
+        stop.cancel();
+        if let Err(e) = worker.await {
+            tracing::error!(error = ?e, "the job worker panicked");
+        }
+        served?;
         self.state.store.close().await;
         tracing::info!("cardgate stopped");
         Ok(())

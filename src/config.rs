@@ -9,6 +9,8 @@ use crate::app::Settings;
 use crate::http::HttpLimits;
 use crate::remote::{NetworkPolicy, OutboundSettings};
 use crate::service::discovery::DiscoverySettings;
+use crate::service::probe::ProbeSettings;
+use crate::service::worker::WorkerSettings;
 use crate::storage::{DatabaseTarget, PoolSettings};
 
 #[derive(Debug, Parser)]
@@ -38,6 +40,8 @@ pub enum LogFormat {
 }
 
 #[derive(Debug, Subcommand)]
+// Parsed once at start; the size of the serve arguments does not matter.
+#[expect(clippy::large_enum_variant)]
 pub enum Command {
     /// Run the registry service (HTTP API, Swagger UI at /docs).
     Serve(ServeArgs),
@@ -91,6 +95,9 @@ pub struct ServeArgs {
 
     #[command(flatten)]
     pub outbound: OutboundArgs,
+
+    #[command(flatten)]
+    pub probe: ProbeArgs,
 }
 
 /// How cardgate reaches agents (cards, key sets, probes, push registration).
@@ -157,8 +164,70 @@ impl ServeArgs {
             },
             outbound: self.outbound.outbound()?,
             discovery: self.outbound.discovery(),
+            probe: self.probe.settings()?,
+            worker: WorkerSettings {
+                concurrency: self.probe.workers.max(1),
+                ..WorkerSettings::default()
+            },
         })
     }
+}
+
+/// How probes run.
+#[derive(Debug, Clone, Args)]
+pub struct ProbeArgs {
+    /// The URL at which agents can reach this cardgate, for push notifications: the webhook is
+    /// `<url>/v1/hooks/push/<token>`. Unset: push capability probes are not exercised.
+    #[arg(long, env = "CARDGATE_PUBLIC_URL")]
+    pub public_url: Option<url::Url>,
+
+    /// Deadline of one probe cycle, in seconds.
+    #[arg(long, env = "CARDGATE_PROBE_DEADLINE_SECS", default_value_t = 60)]
+    pub probe_deadline_secs: u64,
+
+    /// Attempts at registering the push webhook before the `push` demotion trigger fires.
+    #[arg(long, env = "CARDGATE_PUSH_ATTEMPTS", default_value_t = 3)]
+    pub push_attempts: u32,
+
+    /// Backoff before the second registration attempt, in milliseconds (doubled each time).
+    #[arg(long, env = "CARDGATE_PUSH_BACKOFF_MS", default_value_t = 500)]
+    pub push_backoff_ms: u64,
+
+    /// How long to wait for the terminal push delivery, in seconds.
+    #[arg(long, env = "CARDGATE_PUSH_WAIT_SECS", default_value_t = 10)]
+    pub push_wait_secs: u64,
+
+    /// Jobs (probes, refreshes) this process runs at once.
+    #[arg(long, env = "CARDGATE_WORKERS", default_value_t = 8)]
+    pub workers: usize,
+}
+
+impl ProbeArgs {
+    pub fn settings(&self) -> anyhow::Result<ProbeSettings> {
+        if let Some(url) = &self.public_url {
+            anyhow::ensure!(
+                matches!(url.scheme(), "http" | "https"),
+                "CARDGATE_PUBLIC_URL must be an http(s) URL"
+            );
+        }
+        Ok(ProbeSettings {
+            public_url: self.public_url.clone().map(with_trailing_slash),
+            deadline: Duration::from_secs(self.probe_deadline_secs.max(1)),
+            push_attempts: self.push_attempts.max(1),
+            push_backoff: Duration::from_millis(self.push_backoff_ms),
+            push_wait: Duration::from_secs(self.push_wait_secs.max(1)),
+            ..ProbeSettings::default()
+        })
+    }
+}
+
+/// `Url::join` replaces the last path segment unless the base ends with a slash.
+pub fn with_trailing_slash(mut url: url::Url) -> url::Url {
+    if !url.path().ends_with('/') {
+        let path = format!("{}/", url.path());
+        url.set_path(&path);
+    }
+    url
 }
 
 #[cfg(test)]

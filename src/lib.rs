@@ -12,6 +12,7 @@
 pub mod app;
 pub mod config;
 pub mod domain;
+pub mod fake_agent;
 pub mod http;
 pub mod remote;
 pub mod service;

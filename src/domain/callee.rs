@@ -15,6 +15,8 @@ pub struct Callee {
     pub created_at: Timestamp,
     /// The operator's pinned JWKS; when set, only these keys verify the card.
     pub trusted_keys: Option<Value>,
+    /// What the probe says to this callee (defaults when unset).
+    pub probe_script: Option<super::probe::ProbeScript>,
     pub fetch: FetchState,
 }
 

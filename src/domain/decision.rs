@@ -66,7 +66,8 @@ pub struct CardFacts {
 }
 
 /// How one capability fared in a probe run.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, serde::Deserialize)]
+#[serde(tag = "status", rename_all = "kebab-case")]
 pub enum CapabilityOutcome {
     Passed,
     Failed { reason: String },

@@ -8,6 +8,8 @@ pub mod decision;
 pub mod gate;
 pub mod ids;
 pub mod jcs;
+pub mod job;
 pub mod ledger;
+pub mod probe;
 pub mod time;
 pub mod version;

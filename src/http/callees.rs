@@ -14,6 +14,7 @@ use super::ledger::EventView;
 use super::views::GateStateView;
 use crate::app::AppState;
 use crate::domain::ids::CalleeId;
+use crate::domain::probe::ProbeScript;
 use crate::service::callees::{self, CalleeDetail, RefreshOutcome, Registration, Revalidate};
 use crate::storage::Subject;
 
@@ -34,6 +35,35 @@ pub struct CreateCallee {
     /// ignored). Public keys only.
     #[schema(value_type = Option<Object>)]
     pub trusted_keys: Option<serde_json::Value>,
+    /// What the probe says to this callee; unset fields take neutral defaults.
+    pub probe: Option<ProbeScriptBody>,
+}
+
+/// The probe script: the texts cardgate sends.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ProbeScriptBody {
+    /// The first message of the lifecycle task.
+    pub message: Option<String>,
+    /// Texts for `input-required` turns, in order.
+    pub follow_ups: Option<Vec<String>>,
+    /// The first message of the push task; it should keep the task open (slow, or asking for
+    /// input) long enough for the webhook to be registered. Default: `message`.
+    pub push_message: Option<String>,
+    /// A task started with this text is canceled, and the cancel is checked.
+    pub cancel_message: Option<String>,
+}
+
+impl From<ProbeScriptBody> for ProbeScript {
+    fn from(b: ProbeScriptBody) -> Self {
+        let defaults = ProbeScript::default();
+        ProbeScript {
+            message: b.message.unwrap_or(defaults.message),
+            follow_ups: b.follow_ups.unwrap_or(defaults.follow_ups),
+            push_message: b.push_message,
+            cancel_message: b.cancel_message,
+        }
+    }
 }
 
 /// Replace (or, with `null`, clear) the pinned keys.
@@ -184,6 +214,7 @@ pub async fn create_callee(
         card_url: body.card_url,
         name: body.name,
         trusted_keys: body.trusted_keys,
+        probe: body.probe.map(Into::into),
     };
     let detail = callees::register(
         &app.store,

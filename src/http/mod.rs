@@ -25,7 +25,9 @@ pub mod cards;
 pub mod error;
 pub mod extract;
 pub mod health;
+pub mod hooks;
 pub mod ledger;
+pub mod probes;
 pub mod trust;
 pub mod views;
 
@@ -43,6 +45,7 @@ use error::ApiError;
     tags(
         (name = "callees", description = "Registered agents and their subjects"),
         (name = "trust", description = "Decisions for callers"),
+        (name = "probes", description = "Probe runs: real tasks driven through the lifecycle"),
         (name = "ledger", description = "The append-only, hash-chained ledger"),
         (name = "health", description = "Liveness and readiness"),
     )
@@ -58,6 +61,9 @@ fn api() -> OpenApiRouter<AppState> {
         .routes(routes!(callees::put_trusted_keys))
         .routes(routes!(cards::list_cards))
         .routes(routes!(cards::get_card))
+        .routes(routes!(probes::create_probe, probes::list_probes))
+        .routes(routes!(probes::get_probe))
+        .routes(routes!(hooks::receive_push))
         .routes(routes!(trust::get_trust))
         .routes(routes!(ledger::list_ledger))
         .routes(routes!(ledger::verify_ledger))

@@ -8,7 +8,9 @@
 //! most, each hop checked again; bodies are read against a byte cap and aborted past it; every
 //! request has connect and total deadlines; system proxies are ignored.
 
+pub mod a2a;
 pub mod policy;
+pub mod sse;
 
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;

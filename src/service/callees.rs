@@ -31,6 +31,8 @@ pub struct Registration {
     pub name: Option<String>,
     /// A JWKS to pin: only these keys will verify the callee's card.
     pub trusted_keys: Option<Value>,
+    /// What the probe says to this callee.
+    pub probe: Option<crate::domain::probe::ProbeScript>,
 }
 
 pub const MAX_NAME_LEN: usize = 200;
@@ -67,6 +69,11 @@ pub async fn register(
             "name is longer than {MAX_NAME_LEN} characters"
         )));
     }
+    if let Some(script) = &registration.probe {
+        script
+            .validate()
+            .map_err(|e| ServiceError::Invalid(format!("probe: {e}")))?;
+    }
     if let Some(jwks) = &registration.trusted_keys {
         parse_jwks(jwks).map_err(|e| ServiceError::Invalid(format!("trusted_keys: {e}")))?;
     }
@@ -101,6 +108,7 @@ pub async fn register(
         name,
         created_at: now,
         trusted_keys: registration.trusted_keys,
+        probe_script: registration.probe,
         fetch: FetchState {
             last_at: Some(now),
             status: Some(FetchStatus::Fetched),

@@ -4,7 +4,9 @@
 pub mod callees;
 pub mod discovery;
 pub mod ledger;
+pub mod probe;
 pub mod trust;
+pub mod worker;
 
 use crate::storage::StoreError;
 

@@ -35,8 +35,11 @@ pub async fn decide(
             ledger_seq: s.last_seq,
             ledger_hash: s.last_hash,
         }),
-        // Probe runs arrive with the probe engine.
-        probe: None,
+        probe: store
+            .latest_finished_probe(callee_id, posture.caller_version)
+            .await?
+            .as_ref()
+            .and_then(super::probe::facts),
     };
     Ok(decision::evaluate(posture, &input))
 }

@@ -41,6 +41,7 @@ struct CalleeRow {
     name: Option<String>,
     created_at: DateTime<Utc>,
     trusted_keys: Option<String>,
+    probe_script: Option<String>,
     last_fetch_at: Option<DateTime<Utc>>,
     last_fetch_status: Option<String>,
     last_fetch_error: Option<String>,
@@ -59,6 +60,10 @@ impl TryFrom<CalleeRow> for Callee {
             name: row.name,
             created_at: row.created_at,
             trusted_keys,
+            probe_script: row
+                .probe_script
+                .map(|text| serde_json::from_str(&text).map_err(StoreError::corrupt))
+                .transpose()?,
             fetch: FetchState {
                 last_at: row.last_fetch_at,
                 status: row
@@ -105,7 +110,7 @@ impl TryFrom<SubjectRow> for Subject {
 /// Column lists as macros, so `concat!` can build each query as one `&'static str` literal.
 macro_rules! callee_columns {
     () => {
-        "id, card_url, name, created_at, trusted_keys, last_fetch_at, last_fetch_status, \
+        "id, card_url, name, created_at, trusted_keys, probe_script, last_fetch_at, last_fetch_status, \
          last_fetch_error"
     };
 }
@@ -245,8 +250,8 @@ where
     DateTime<Utc>: for<'q> sqlx::Encode<'q, DB> + sqlx::Type<DB>,
 {
     sqlx::query(
-        "insert into callees (id, card_url, name, created_at, trusted_keys) \
-         values ($1, $2, $3, $4, $5)",
+        "insert into callees (id, card_url, name, created_at, trusted_keys, probe_script) \
+         values ($1, $2, $3, $4, $5, $6)",
     )
     .bind(callee.id.0)
     .bind(callee.card_url.as_str().to_string())
@@ -257,5 +262,11 @@ where
             .trusted_keys
             .as_ref()
             .map(serde_json::Value::to_string),
+    )
+    .bind(
+        callee
+            .probe_script
+            .as_ref()
+            .map(|s| serde_json::to_string(s).expect("scripts serialize")),
     )
 }

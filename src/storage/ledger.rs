@@ -52,6 +52,10 @@ macro_rules! event_columns {
 
 /// Appending inside an open write transaction, shared by every operation that writes events.
 pub(crate) trait AppendEvents {
+    /// Takes the ledger's append lock now (it is held until the transaction ends). Needed
+    /// before reading state that decides which events to append.
+    async fn lock_ledger(&mut self) -> Result<(), StoreError>;
+
     /// Appends `events` in order at `now`, updating each subject's folded state. Fails (and the
     /// caller's transaction must roll back) if the gate rules refuse any event.
     async fn append_events(
@@ -64,14 +68,19 @@ pub(crate) trait AppendEvents {
 macro_rules! impl_append_events {
     ($db:ty, $lock:expr) => {
         impl AppendEvents for sqlx::Transaction<'static, $db> {
+            async fn lock_ledger(&mut self) -> Result<(), StoreError> {
+                if let Some(lock) = $lock {
+                    sqlx::query(lock).execute(&mut **self).await?;
+                }
+                Ok(())
+            }
+
             async fn append_events(
                 &mut self,
                 events: &[NewEvent],
                 now: Timestamp,
             ) -> Result<Vec<(EventRecord, Subject)>, StoreError> {
-                if let Some(lock) = $lock {
-                    sqlx::query(lock).execute(&mut **self).await?;
-                }
+                self.lock_ledger().await?;
                 let head: Option<(i64, String)> =
                     sqlx::query_as("select seq, hash from ledger order by seq desc limit 1")
                         .fetch_optional(&mut **self)

@@ -17,10 +17,13 @@ use sqlx::{PgPool, SqlitePool};
 use crate::domain::gate::GateError;
 
 mod callees;
+mod jobs;
 mod ledger;
+mod probes;
 mod snapshots;
 
 pub use callees::{Subject, SubjectChange};
+pub use probes::{FinishedRun, PushDelivery};
 
 static PG_MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("migrations/postgres");
 static SQLITE_MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("migrations/sqlite");

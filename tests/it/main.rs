@@ -8,5 +8,7 @@ mod support;
 mod api;
 mod discovery;
 mod openapi;
+mod probes;
+mod python_sdk;
 mod restart;
 mod storage;

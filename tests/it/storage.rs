@@ -33,6 +33,7 @@ async fn new_callee(store: &Store, url: &str) -> Callee {
         name: Some("agent".into()),
         created_at: time::now(),
         trusted_keys: None,
+        probe_script: None,
         fetch: Default::default(),
     };
     store.insert_callee(&callee).await.unwrap();
@@ -102,6 +103,7 @@ async fn duplicate_card_url_conflicts(db: TestDb) {
         name: None,
         created_at: time::now(),
         trusted_keys: None,
+        probe_script: None,
         fetch: Default::default(),
     };
     let err = db.store.insert_callee(&again).await.unwrap_err();

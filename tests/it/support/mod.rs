@@ -152,6 +152,11 @@ pub fn test_settings(target: DatabaseTarget) -> Settings {
     let allowed = NetworkPolicy::parse_allowed("127.0.0.0/8,::1/128").unwrap();
     settings.outbound.policy = NetworkPolicy::new(allowed);
     settings.discovery.fetch_timeout = std::time::Duration::from_secs(2);
+    settings.probe.deadline = std::time::Duration::from_secs(15);
+    settings.probe.push_wait = std::time::Duration::from_secs(5);
+    settings.probe.push_backoff = std::time::Duration::from_millis(50);
+    settings.probe.poll_interval = std::time::Duration::from_millis(50);
+    settings.worker.poll = std::time::Duration::from_millis(100);
     settings
 }
 
@@ -161,10 +166,16 @@ impl TestServer {
     }
 
     pub async fn start_with(mut settings: Settings) -> Self {
-        settings.listen = "127.0.0.1:0".parse().unwrap();
-        let app = App::build(settings).await.expect("app builds");
-        let listener = app.bind().await.expect("bind");
+        // Bind first: the push webhook's public URL is this server's own address.
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind");
         let addr = listener.local_addr().unwrap();
+        settings.listen = addr;
+        if settings.probe.public_url.is_none() {
+            settings.probe.public_url = Some(format!("http://{addr}/").parse().unwrap());
+        }
+        let app = App::build(settings).await.expect("app builds");
         let (stop, stopped) = oneshot::channel::<()>();
         let handle = tokio::spawn(app.serve(listener, async {
             let _ = stopped.await;

@@ -1,0 +1,64 @@
+//! A scriptable fake A2A agent on loopback, for trying cardgate by hand:
+//!
+//! ```sh
+//! cargo run --example fake-agent -- --behaviour no-terminal-timestamp
+//! ```
+//!
+//! It prints its card URL; register it with a cardgate started with
+//! `CARDGATE_ALLOW_NETWORKS=127.0.0.0/8`.
+
+use std::time::Duration;
+
+use cardgate::fake_agent::{Behaviour, FakeAgent, FakeAgentConfig};
+use clap::Parser;
+
+#[derive(Parser)]
+struct Args {
+    /// Address to listen on.
+    #[arg(long, default_value = "127.0.0.1:8090")]
+    listen: String,
+    #[arg(long, value_enum, default_value_t = Behaviour::Conformant)]
+    behaviour: Behaviour,
+    /// Protocol versions to offer (1.0 and/or 0.3).
+    #[arg(long, value_delimiter = ',', default_value = "1.0")]
+    versions: Vec<String>,
+    /// Advertise streaming.
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
+    streaming: bool,
+    /// Advertise push notifications.
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
+    push: bool,
+    /// Advertise stateTransitionHistory (v0.3-only cards).
+    #[arg(long)]
+    state_transition_history: bool,
+}
+
+#[tokio::main]
+async fn main() -> std::io::Result<()> {
+    let args = Args::parse();
+    let versions = args
+        .versions
+        .iter()
+        .map(|v| match v.as_str() {
+            "0.3" => "0.3",
+            _ => "1.0",
+        })
+        .collect();
+    let config = FakeAgentConfig {
+        versions,
+        streaming: args.streaming,
+        push: args.push,
+        state_transition_history: args.state_transition_history,
+        sign: true,
+        step_delay: Duration::from_millis(150),
+    };
+    let agent = FakeAgent::start_on(&args.listen, config, args.behaviour).await?;
+    println!(
+        "fake agent ({:?}) at {}/.well-known/agent-card.json",
+        args.behaviour,
+        agent.origin()
+    );
+    tokio::signal::ctrl_c().await?;
+    agent.stop();
+    Ok(())
+}

@@ -1,0 +1,71 @@
+//! Jobs of the durable work queue: what to do, for whom, and where each stands.
+
+use serde::{Deserialize, Serialize};
+
+use super::ids::{CalleeId, JobId, ProbeRunId};
+use super::time::Timestamp;
+use super::version::ProtocolVersion;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum JobKind {
+    /// Run a probe cycle against a subject (the job carries its probe run).
+    Probe,
+    /// Fetch the callee's card again.
+    Refresh,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum JobStatus {
+    Queued,
+    Running,
+    Done,
+    Failed,
+}
+
+macro_rules! text_enum {
+    ($ty:ident { $($variant:ident => $text:literal),* $(,)? }) => {
+        impl $ty {
+            pub fn as_str(self) -> &'static str {
+                match self { $(Self::$variant => $text),* }
+            }
+            pub fn parse(s: &str) -> Option<Self> {
+                match s { $($text => Some(Self::$variant),)* _ => None }
+            }
+        }
+    };
+}
+
+text_enum!(JobKind { Probe => "probe", Refresh => "refresh" });
+text_enum!(JobStatus { Queued => "queued", Running => "running", Done => "done", Failed => "failed" });
+
+/// One job.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Job {
+    pub id: JobId,
+    pub kind: JobKind,
+    pub callee_id: CalleeId,
+    pub protocol_version: Option<ProtocolVersion>,
+    pub reason: String,
+    pub dedup_key: String,
+    pub status: JobStatus,
+    pub attempts: i32,
+    pub run_after: Timestamp,
+    pub lease_owner: Option<String>,
+    pub lease_until: Option<Timestamp>,
+    pub last_error: Option<String>,
+    pub probe_run_id: Option<ProbeRunId>,
+    pub created_at: Timestamp,
+    pub updated_at: Timestamp,
+}
+
+/// The dedup key of a probe job: one active probe per subject.
+pub fn probe_key(callee_id: CalleeId, version: ProtocolVersion) -> String {
+    format!("probe:{callee_id}:{version}")
+}
+
+/// The dedup key of a refresh job: one active refresh per callee.
+pub fn refresh_key(callee_id: CalleeId) -> String {
+    format!("refresh:{callee_id}")
+}

@@ -1,0 +1,993 @@
+//! The rules of a probe cycle: observations in, findings, capability results and a verdict out.
+//!
+//! Codes are stable (callers and dashboards key on them). Levels: spec MUST and registry
+//! policy block promotion when they fail; SHOULD is reported only. A rule whose situation the
+//! probe could not create is `not-exercised`: never a pass, never a fail.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use super::{
+    Finding, FindingStatus, Judgement, Level, Observations, PushRun, Source, Spelling, StreamEnd,
+    TaskRole, TaskState, Transition, Verdict,
+};
+use crate::domain::capability::Capability;
+use crate::domain::decision::CapabilityOutcome;
+use crate::domain::gate::DemotionClass;
+use crate::domain::version::ProtocolVersion;
+
+/// Judges one probe cycle of a subject at `version` whose interface advertises `advertised`.
+pub fn evaluate(
+    obs: &Observations,
+    version: ProtocolVersion,
+    advertised: &BTreeSet<Capability>,
+) -> Judgement {
+    let lifecycle: Vec<&Transition> = obs
+        .transitions
+        .iter()
+        .filter(|t| t.role == TaskRole::Lifecycle)
+        .collect();
+    let mut findings = vec![
+        task_created(obs),
+        full_lifecycle(obs, &lifecycle),
+        timestamps(obs),
+        terminal_timestamp(obs),
+        timestamp_format(obs),
+        timestamp_order(obs),
+        single_terminal(obs),
+        nothing_after_terminal(obs),
+        ids_consistent(obs),
+        get_agrees(obs),
+        well_formed(obs),
+        wire_version(obs, version),
+        input_required(obs, &lifecycle),
+        cancel(obs),
+    ];
+
+    let mut capabilities = BTreeMap::new();
+    for cap in Capability::ALL {
+        let (outcome, finding) = if !advertised.contains(&cap) {
+            (CapabilityOutcome::NotAdvertised, None)
+        } else {
+            let finding = match cap {
+                Capability::Streaming => streaming(obs),
+                Capability::PushNotifications => push(obs.push.as_ref(), obs),
+                Capability::StateTransitionHistory => history(&lifecycle),
+            };
+            let outcome = match finding.status {
+                FindingStatus::Pass => CapabilityOutcome::Passed,
+                FindingStatus::Fail => CapabilityOutcome::Failed {
+                    reason: finding.message.clone(),
+                },
+                FindingStatus::NotExercised => CapabilityOutcome::NotExercised {
+                    reason: finding.message.clone(),
+                },
+            };
+            (outcome, Some(finding))
+        };
+        findings.extend(finding);
+        if !(cap == Capability::StateTransitionHistory
+            && !version.is_pre_1_0()
+            && outcome == CapabilityOutcome::NotAdvertised)
+        {
+            capabilities.insert(cap, outcome);
+        }
+    }
+
+    let verdict = verdict(&findings, &capabilities, obs);
+    Judgement {
+        findings,
+        capabilities,
+        verdict,
+    }
+}
+
+fn finding(code: &str, level: Level, status: FindingStatus, message: impl Into<String>) -> Finding {
+    Finding {
+        code: code.into(),
+        level,
+        status,
+        message: message.into(),
+        trigger: None,
+    }
+}
+
+use FindingStatus::{Fail, NotExercised, Pass};
+
+fn task_created(obs: &Observations) -> Finding {
+    const CODE: &str = "LC-TASK-CREATED";
+    if obs.message_only.contains(&TaskRole::Lifecycle) {
+        return finding(
+            CODE,
+            Level::Policy,
+            NotExercised,
+            "the agent answered the probe with a Message, not a Task: there is no lifecycle to test",
+        );
+    }
+    match obs
+        .tasks
+        .get(&TaskRole::Lifecycle)
+        .and_then(|t| t.task_id.as_ref())
+    {
+        Some(id) => finding(
+            CODE,
+            Level::Must,
+            Pass,
+            format!("the agent created task {id}"),
+        ),
+        None => {
+            let why = problems_of(obs, TaskRole::Lifecycle)
+                .first()
+                .cloned()
+                .unwrap_or_else(|| "no task id was returned".into());
+            finding(
+                CODE,
+                Level::Must,
+                Fail,
+                format!("the first message did not create a task: {why}"),
+            )
+        }
+    }
+}
+
+/// Consecutive duplicates removed: the sequence of states the task went through.
+fn path(transitions: &[&Transition]) -> Vec<TaskState> {
+    let mut out: Vec<TaskState> = Vec::new();
+    for t in transitions {
+        if out.last() != Some(&t.state) {
+            out.push(t.state);
+        }
+    }
+    out
+}
+
+fn path_text(states: &[TaskState]) -> String {
+    if states.is_empty() {
+        return "nothing".into();
+    }
+    states
+        .iter()
+        .map(|s| s.as_str())
+        .collect::<Vec<_>>()
+        .join(" → ")
+}
+
+fn full_lifecycle(obs: &Observations, lifecycle: &[&Transition]) -> Finding {
+    const CODE: &str = "LC-FULL-LIFECYCLE";
+    // Push and get observations may arrive out of order; the path is read from what the task
+    // itself reported in order: responses and stream events, then gets.
+    let ordered: Vec<&Transition> = lifecycle
+        .iter()
+        .copied()
+        .filter(|t| t.source != Source::Push)
+        .collect();
+    let states = path(&ordered);
+    let seen = path_text(&states);
+    let submitted = states.iter().position(|s| *s == TaskState::Submitted);
+    let working = states.iter().position(|s| *s == TaskState::Working);
+    let terminal = states.iter().position(|s| s.is_terminal());
+    match (submitted, working, terminal) {
+        (Some(s), Some(w), Some(t)) if s < w && w < t => {
+            finding(CODE, Level::Policy, Pass, format!("observed {seen}"))
+        }
+        _ if obs.message_only.contains(&TaskRole::Lifecycle) => finding(
+            CODE,
+            Level::Policy,
+            NotExercised,
+            "the agent answered with a Message, so no task lifecycle was observed",
+        ),
+        (_, _, None) if obs.follow_ups_exhausted => finding(
+            CODE,
+            Level::Policy,
+            NotExercised,
+            format!(
+                "observed {seen}: the task kept asking for input after the probe script's follow-ups ran out"
+            ),
+        ),
+        (None, _, _) => finding(
+            CODE,
+            Level::Policy,
+            Fail,
+            format!("observed {seen}: submitted was never observed"),
+        ),
+        (_, None, _) => finding(
+            CODE,
+            Level::Policy,
+            Fail,
+            format!("observed {seen}: working was never observed"),
+        ),
+        (_, _, None) => finding(
+            CODE,
+            Level::Policy,
+            Fail,
+            format!("observed {seen}: the task never reached a terminal state"),
+        ),
+        _ => finding(
+            CODE,
+            Level::Policy,
+            Fail,
+            format!("observed {seen}: not in the order submitted → working → terminal"),
+        ),
+    }
+}
+
+fn timestamps(obs: &Observations) -> Finding {
+    const CODE: &str = "LC-TIMESTAMPS";
+    if obs.transitions.is_empty() {
+        return finding(
+            CODE,
+            Level::Policy,
+            NotExercised,
+            "no transitions were observed",
+        );
+    }
+    let missing = untimestamped(obs);
+    if missing.is_empty() {
+        finding(
+            CODE,
+            Level::Policy,
+            Pass,
+            format!(
+                "all {} observed transitions carry status.timestamp",
+                obs.transitions.len()
+            ),
+        )
+    } else {
+        finding(
+            CODE,
+            Level::Policy,
+            Fail,
+            format!(
+                "transitions without a usable status.timestamp: {}",
+                missing.join(", ")
+            ),
+        )
+    }
+}
+
+fn untimestamped(obs: &Observations) -> Vec<String> {
+    obs.transitions
+        .iter()
+        .filter(|t| t.parsed_timestamp.is_none())
+        .map(Transition::label)
+        .collect()
+}
+
+fn terminal_timestamp(obs: &Observations) -> Finding {
+    const CODE: &str = "LC-TERMINAL-NO-TIMESTAMP";
+    let terminals: Vec<&Transition> = obs
+        .transitions
+        .iter()
+        .filter(|t| t.state.is_terminal())
+        .collect();
+    if terminals.is_empty() {
+        return finding(
+            CODE,
+            Level::Policy,
+            NotExercised,
+            "no terminal state was observed",
+        );
+    }
+    let missing: Vec<String> = terminals
+        .iter()
+        .filter(|t| t.timestamp.is_none())
+        .map(|t| t.label())
+        .collect();
+    if missing.is_empty() {
+        finding(
+            CODE,
+            Level::Policy,
+            Pass,
+            "every terminal transition carries status.timestamp",
+        )
+    } else {
+        Finding {
+            trigger: Some(DemotionClass::Timestamp),
+            ..finding(
+                CODE,
+                Level::Policy,
+                Fail,
+                format!(
+                    "terminal transitions without status.timestamp: {}",
+                    missing.join(", ")
+                ),
+            )
+        }
+    }
+}
+
+fn timestamp_format(obs: &Observations) -> Finding {
+    const CODE: &str = "LC-TIMESTAMP-FORMAT";
+    let bad: Vec<String> = obs
+        .transitions
+        .iter()
+        .filter(|t| t.timestamp.is_some() && t.parsed_timestamp.is_none())
+        .map(|t| {
+            format!(
+                "{} `{}`",
+                t.label(),
+                t.timestamp.as_deref().unwrap_or_default()
+            )
+        })
+        .collect();
+    match (
+        obs.transitions.iter().any(|t| t.timestamp.is_some()),
+        bad.is_empty(),
+    ) {
+        (false, _) => finding(CODE, Level::Should, NotExercised, "no timestamps were sent"),
+        (true, true) => finding(CODE, Level::Should, Pass, "timestamps are RFC 3339 UTC"),
+        (true, false) => finding(
+            CODE,
+            Level::Should,
+            Fail,
+            format!(
+                "timestamps that are not RFC 3339 UTC (`Z`): {}",
+                bad.join(", ")
+            ),
+        ),
+    }
+}
+
+fn timestamp_order(obs: &Observations) -> Finding {
+    const CODE: &str = "LC-TIMESTAMP-ORDER";
+    let mut compared = 0;
+    let mut backwards = Vec::new();
+    for role in [TaskRole::Lifecycle, TaskRole::Push, TaskRole::Cancel] {
+        // Push deliveries may legitimately arrive out of order; the task's own answers may not.
+        let mut last: Option<&Transition> = None;
+        for t in obs
+            .transitions
+            .iter()
+            .filter(|t| t.role == role && t.source != Source::Push)
+        {
+            let Some(ts) = t.parsed_timestamp else {
+                continue;
+            };
+            if let Some(prev) = last {
+                compared += 1;
+                if ts < prev.parsed_timestamp.expect("kept only with a timestamp") {
+                    backwards.push(format!("{} after {}", t.label(), prev.label()));
+                }
+            }
+            last = Some(t);
+        }
+    }
+    match (compared, backwards.is_empty()) {
+        (0, _) => finding(
+            CODE,
+            Level::Policy,
+            NotExercised,
+            "fewer than two timestamps to compare",
+        ),
+        (_, true) => finding(
+            CODE,
+            Level::Policy,
+            Pass,
+            format!("timestamps never go backwards ({compared} compared)"),
+        ),
+        (_, false) => finding(
+            CODE,
+            Level::Policy,
+            Fail,
+            format!("timestamps go backwards: {}", backwards.join(", ")),
+        ),
+    }
+}
+
+/// Transitions grouped by (role, stream call).
+fn stream_calls(obs: &Observations) -> BTreeMap<(TaskRole, u32), Vec<&Transition>> {
+    let mut calls: BTreeMap<(TaskRole, u32), Vec<&Transition>> = BTreeMap::new();
+    for t in obs
+        .transitions
+        .iter()
+        .filter(|t| t.source == Source::Stream)
+    {
+        calls.entry((t.role, t.call)).or_default().push(t);
+    }
+    calls
+}
+
+fn single_terminal(obs: &Observations) -> Finding {
+    const CODE: &str = "LC-SINGLE-TERMINAL";
+    let mut terminal_calls = Vec::new();
+    let mut duplicates = Vec::new();
+    for ((role, call), transitions) in stream_calls(obs) {
+        let terminals: Vec<&&Transition> = transitions
+            .iter()
+            .filter(|t| t.state.is_terminal())
+            .collect();
+        if terminals.len() > 1 {
+            duplicates.push(format!(
+                "stream {call} ({role:?}) sent {} terminal states: {}",
+                terminals.len(),
+                terminals
+                    .iter()
+                    .map(|t| t.raw_state.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ));
+        }
+        if !terminals.is_empty() {
+            terminal_calls.push(call);
+        }
+    }
+    if !duplicates.is_empty() {
+        return Finding {
+            trigger: Some(DemotionClass::Terminal),
+            ..finding(CODE, Level::Must, Fail, duplicates.join("; "))
+        };
+    }
+    if terminal_calls.is_empty() {
+        let any_terminal = obs.transitions.iter().any(|t| t.state.is_terminal());
+        return if any_terminal {
+            finding(
+                CODE,
+                Level::Must,
+                Pass,
+                "one terminal state per task (observed without streaming)",
+            )
+        } else {
+            finding(
+                CODE,
+                Level::Must,
+                NotExercised,
+                "no terminal state was observed",
+            )
+        };
+    }
+    finding(
+        CODE,
+        Level::Must,
+        Pass,
+        "each stream carried exactly one terminal state",
+    )
+}
+
+fn nothing_after_terminal(obs: &Observations) -> Finding {
+    const CODE: &str = "LC-NOTHING-AFTER-TERMINAL";
+    let mut violations = Vec::new();
+    for stream in &obs.streams {
+        if stream.events_after_terminal > 0 {
+            violations.push(format!(
+                "stream {} sent {} event(s) after its terminal state",
+                stream.call, stream.events_after_terminal
+            ));
+        }
+    }
+    // A task that reported a terminal state must not report a live one afterwards, anywhere.
+    for role in [TaskRole::Lifecycle, TaskRole::Push, TaskRole::Cancel] {
+        let mut terminal: Option<&Transition> = None;
+        for t in obs
+            .transitions
+            .iter()
+            .filter(|t| t.role == role && t.source != Source::Push)
+        {
+            match terminal {
+                Some(first) if !t.state.is_terminal() => {
+                    violations.push(format!("{} after {}", t.label(), first.label()));
+                }
+                None if t.state.is_terminal() => terminal = Some(t),
+                _ => {}
+            }
+        }
+    }
+    if !violations.is_empty() {
+        return Finding {
+            trigger: Some(DemotionClass::Terminal),
+            ..finding(CODE, Level::Must, Fail, violations.join("; "))
+        };
+    }
+    if obs.transitions.iter().any(|t| t.state.is_terminal()) {
+        finding(CODE, Level::Must, Pass, "nothing followed a terminal state")
+    } else {
+        finding(
+            CODE,
+            Level::Must,
+            NotExercised,
+            "no terminal state was observed",
+        )
+    }
+}
+
+fn ids_consistent(obs: &Observations) -> Finding {
+    const CODE: &str = "LC-IDS-CONSISTENT";
+    let mut mismatches = Vec::new();
+    let mut checked = 0;
+    for (role, ids) in &obs.tasks {
+        for t in obs.transitions.iter().filter(|t| t.role == *role) {
+            checked += 1;
+            if let (Some(expected), Some(got)) = (&ids.task_id, &t.task_id) {
+                if expected != got {
+                    mismatches.push(format!("{} has taskId {got}, not {expected}", t.label()));
+                }
+            }
+            if let (Some(expected), Some(got)) = (&ids.context_id, &t.context_id) {
+                if expected != got {
+                    mismatches.push(format!("{} has contextId {got}, not {expected}", t.label()));
+                }
+            }
+        }
+    }
+    match (checked, mismatches.is_empty()) {
+        (0, _) => finding(CODE, Level::Must, NotExercised, "no task was created"),
+        (_, true) => finding(
+            CODE,
+            Level::Must,
+            Pass,
+            format!("taskId and contextId agree across all {checked} observations"),
+        ),
+        (_, false) => finding(CODE, Level::Must, Fail, mismatches.join("; ")),
+    }
+}
+
+fn get_agrees(obs: &Observations) -> Finding {
+    const CODE: &str = "LC-GET-AGREES";
+    let mut compared = 0;
+    let mut disagreements = Vec::new();
+    for role in [TaskRole::Lifecycle, TaskRole::Push, TaskRole::Cancel] {
+        let mut last_live: Option<&Transition> = None;
+        for t in obs.transitions.iter().filter(|t| t.role == role) {
+            match t.source {
+                Source::Get => {
+                    if let Some(live) = last_live {
+                        compared += 1;
+                        // A live update may race ahead of the get; a get behind a terminal
+                        // state, or on a different terminal, is a disagreement.
+                        if live.state.is_terminal() && live.state != t.state {
+                            disagreements.push(format!(
+                                "GetTask said {} after the task reported {}",
+                                t.state,
+                                live.label()
+                            ));
+                        }
+                    }
+                }
+                Source::Stream | Source::Response => last_live = Some(t),
+                Source::Push => {}
+            }
+        }
+    }
+    match (compared, disagreements.is_empty()) {
+        (0, _) => finding(
+            CODE,
+            Level::Must,
+            NotExercised,
+            "no GetTask followed a reported state",
+        ),
+        (_, true) => finding(
+            CODE,
+            Level::Must,
+            Pass,
+            "GetTask agreed with the states the task reported",
+        ),
+        (_, false) => finding(CODE, Level::Must, Fail, disagreements.join("; ")),
+    }
+}
+
+fn problems_of(obs: &Observations, role: TaskRole) -> Vec<String> {
+    obs.problems
+        .iter()
+        .filter(|(r, _)| *r == role)
+        .map(|(_, p)| p.clone())
+        .collect()
+}
+
+fn well_formed(obs: &Observations) -> Finding {
+    const CODE: &str = "LC-WELL-FORMED";
+    let mut problems: Vec<String> = obs
+        .problems
+        .iter()
+        .map(|(role, p)| format!("{role:?}: {p}"))
+        .collect();
+    for s in &obs.streams {
+        if s.malformed_frames > 0 {
+            problems.push(format!(
+                "stream {} had {} malformed frame(s)",
+                s.call, s.malformed_frames
+            ));
+        }
+    }
+    if problems.is_empty() {
+        finding(
+            CODE,
+            Level::Must,
+            Pass,
+            "every answer and event was well-formed A2A",
+        )
+    } else {
+        finding(CODE, Level::Must, Fail, problems.join("; "))
+    }
+}
+
+fn wire_version(obs: &Observations, version: ProtocolVersion) -> Finding {
+    const CODE: &str = "LC-WIRE-VERSION";
+    let expected = if version.is_pre_1_0() {
+        Spelling::V0
+    } else {
+        Spelling::V1
+    };
+    let wrong: BTreeSet<&str> = obs
+        .transitions
+        .iter()
+        .filter(|t| t.spelling != expected)
+        .map(|t| t.raw_state.as_str())
+        .collect();
+    match (obs.transitions.is_empty(), wrong.is_empty()) {
+        (true, _) => finding(CODE, Level::Should, NotExercised, "no states were observed"),
+        (false, true) => finding(
+            CODE,
+            Level::Should,
+            Pass,
+            format!("states are spelled as A2A {version} spells them"),
+        ),
+        (false, false) => finding(
+            CODE,
+            Level::Should,
+            Fail,
+            format!(
+                "A2A {version} states spelled another version's way: {}",
+                wrong.into_iter().collect::<Vec<_>>().join(", ")
+            ),
+        ),
+    }
+}
+
+fn input_required(obs: &Observations, lifecycle: &[&Transition]) -> Finding {
+    const CODE: &str = "LC-INPUT-REQUIRED";
+    let states = path(lifecycle);
+    let Some(at) = states.iter().position(|s| *s == TaskState::InputRequired) else {
+        return finding(
+            CODE,
+            Level::Must,
+            NotExercised,
+            "the task never asked for input",
+        );
+    };
+    if states[at + 1..]
+        .iter()
+        .any(|s| *s == TaskState::Working || s.is_terminal())
+    {
+        finding(
+            CODE,
+            Level::Must,
+            Pass,
+            format!(
+                "a follow-up with taskId and contextId resumed the task ({} sent)",
+                obs.follow_ups_sent
+            ),
+        )
+    } else if obs.follow_ups_exhausted {
+        finding(
+            CODE,
+            Level::Must,
+            NotExercised,
+            "the task asked for more input than the probe script provides",
+        )
+    } else {
+        finding(
+            CODE,
+            Level::Must,
+            Fail,
+            "the task stayed in input-required after a follow-up",
+        )
+    }
+}
+
+fn cancel(obs: &Observations) -> Finding {
+    const CODE: &str = "LC-CANCEL";
+    if !obs.tasks.contains_key(&TaskRole::Cancel) {
+        return finding(
+            CODE,
+            Level::Should,
+            NotExercised,
+            "the probe script has no cancel scenario",
+        );
+    }
+    if let Some(err) = &obs.cancel_error {
+        return finding(
+            CODE,
+            Level::Should,
+            Fail,
+            format!("CancelTask failed: {err}"),
+        );
+    }
+    let states: Vec<TaskState> = obs
+        .transitions
+        .iter()
+        .filter(|t| t.role == TaskRole::Cancel)
+        .map(|t| t.state)
+        .collect();
+    match states.last() {
+        Some(TaskState::Canceled) => finding(
+            CODE,
+            Level::Should,
+            Pass,
+            "CancelTask moved the task to canceled",
+        ),
+        Some(s) if s.is_terminal() => finding(
+            CODE,
+            Level::Should,
+            NotExercised,
+            format!("the task was already {s} when canceled"),
+        ),
+        Some(s) => finding(
+            CODE,
+            Level::Should,
+            Fail,
+            format!("after CancelTask the task is {s}"),
+        ),
+        None => finding(
+            CODE,
+            Level::Should,
+            NotExercised,
+            "no state of the cancel task was observed",
+        ),
+    }
+}
+
+fn streaming(obs: &Observations) -> Finding {
+    const CODE: &str = "CAP-STREAMING";
+    let streams: Vec<_> = obs
+        .streams
+        .iter()
+        .filter(|s| s.role == TaskRole::Lifecycle)
+        .collect();
+    let Some(last) = streams.last() else {
+        return finding(
+            CODE,
+            Level::Policy,
+            NotExercised,
+            "no streaming call was made",
+        );
+    };
+    if let Some(plain) = streams.iter().find(|s| !s.event_stream) {
+        return finding(
+            CODE,
+            Level::Policy,
+            Fail,
+            format!(
+                "streaming is advertised, but stream {} answered with {} instead of text/event-stream",
+                plain.call,
+                plain.content_type.as_deref().unwrap_or("no content type")
+            ),
+        );
+    }
+    if let Some(bad) = streams.iter().find(|s| s.malformed_frames > 0) {
+        return finding(
+            CODE,
+            Level::Policy,
+            Fail,
+            format!("stream {} sent malformed frames", bad.call),
+        );
+    }
+    let calls = stream_calls(obs);
+    let events: usize = streams
+        .iter()
+        .map(|s| {
+            calls
+                .get(&(TaskRole::Lifecycle, s.call))
+                .map_or(0, Vec::len)
+        })
+        .sum();
+    if events == 0 {
+        return finding(
+            CODE,
+            Level::Policy,
+            Fail,
+            "the streams carried no task status events",
+        );
+    }
+    let last_states = calls
+        .get(&(TaskRole::Lifecycle, last.call))
+        .cloned()
+        .unwrap_or_default();
+    let ended_terminal = last_states.last().is_some_and(|t| t.state.is_terminal());
+    match (&last.end, ended_terminal) {
+        (StreamEnd::Closed, true) => finding(
+            CODE,
+            Level::Policy,
+            Pass,
+            format!(
+                "{events} status events arrived as events, and the stream closed at the terminal state"
+            ),
+        ),
+        (end, true) => finding(
+            CODE,
+            Level::Policy,
+            Fail,
+            format!("the stream did not close after the terminal state (ended by {end:?})"),
+        ),
+        (end, false) => finding(
+            CODE,
+            Level::Policy,
+            Fail,
+            format!("the stream ended ({end:?}) before a terminal state"),
+        ),
+    }
+}
+
+fn push(run: Option<&PushRun>, obs: &Observations) -> Finding {
+    const CODE: &str = "CAP-PUSH";
+    let Some(run) = run else {
+        return finding(
+            CODE,
+            Level::Policy,
+            NotExercised,
+            "the push probe did not run",
+        );
+    };
+    if let Some(why) = &run.skipped {
+        return finding(CODE, Level::Policy, NotExercised, why.clone());
+    }
+    if let Some(err) = &run.registration_error {
+        return Finding {
+            trigger: Some(DemotionClass::Push),
+            ..finding(
+                CODE,
+                Level::Policy,
+                Fail,
+                format!(
+                    "webhook registration failed after {} attempt(s): {err}",
+                    run.attempts
+                ),
+            )
+        };
+    }
+    if run.deliveries_without_token > 0 {
+        return finding(
+            CODE,
+            Level::Policy,
+            Fail,
+            format!(
+                "{} deliveries did not carry cardgate's token",
+                run.deliveries_without_token
+            ),
+        );
+    }
+    if run.malformed_deliveries > 0 {
+        return finding(
+            CODE,
+            Level::Policy,
+            Fail,
+            format!(
+                "{} deliveries were not A2A events",
+                run.malformed_deliveries
+            ),
+        );
+    }
+    let terminal_delivered = obs
+        .transitions
+        .iter()
+        .any(|t| t.source == Source::Push && t.state.is_terminal());
+    if terminal_delivered {
+        return finding(
+            CODE,
+            Level::Policy,
+            Pass,
+            format!(
+                "webhook registered; {} deliveries, the terminal state included",
+                run.deliveries
+            ),
+        );
+    }
+    if run.terminal_before_registration && run.deliveries == 0 {
+        return finding(
+            CODE,
+            Level::Policy,
+            NotExercised,
+            "the push task finished before the webhook was registered; give the probe script a push_message that keeps the task open",
+        );
+    }
+    finding(
+        CODE,
+        Level::Policy,
+        Fail,
+        format!(
+            "no delivery of the terminal state within {} ms ({} deliveries)",
+            run.waited_ms, run.deliveries
+        ),
+    )
+}
+
+fn history(lifecycle: &[&Transition]) -> Finding {
+    const CODE: &str = "CAP-HISTORY";
+    let mut last_get: Option<(&Transition, usize)> = None;
+    let mut changed_since = false;
+    let mut compared = 0;
+    let mut stalls = Vec::new();
+    for t in lifecycle {
+        match (t.source, t.history_len) {
+            (Source::Get, Some(len)) => {
+                if let Some((prev, prev_len)) = last_get {
+                    if changed_since || prev.state != t.state {
+                        compared += 1;
+                        if len <= prev_len {
+                            stalls.push(format!(
+                                "history stayed at {prev_len} → {len} from {} to {}",
+                                prev.label(),
+                                t.label()
+                            ));
+                        }
+                    }
+                }
+                last_get = Some((t, len));
+                changed_since = false;
+            }
+            _ => {
+                if last_get.is_some_and(|(prev, _)| prev.state != t.state) {
+                    changed_since = true;
+                }
+            }
+        }
+    }
+    match (compared, stalls.is_empty()) {
+        (0, _) => finding(
+            CODE,
+            Level::Policy,
+            NotExercised,
+            "no two GetTask answers straddled a state change",
+        ),
+        (_, true) => finding(
+            CODE,
+            Level::Policy,
+            Pass,
+            format!("history grew across all {compared} observed state changes"),
+        ),
+        (_, false) => Finding {
+            trigger: Some(DemotionClass::History),
+            ..finding(CODE, Level::Policy, Fail, stalls.join("; "))
+        },
+    }
+}
+
+fn verdict(
+    findings: &[Finding],
+    capabilities: &BTreeMap<Capability, CapabilityOutcome>,
+    obs: &Observations,
+) -> Verdict {
+    let mut reasons = Vec::new();
+    for f in findings {
+        let blocking = matches!(f.level, Level::Must | Level::Policy) && f.status == Fail;
+        let required =
+            matches!(f.code.as_str(), "LC-FULL-LIFECYCLE" | "LC-TIMESTAMPS") && f.status != Pass;
+        if blocking || required {
+            reasons.push(format!("{}: {}", f.code, f.message));
+        }
+    }
+    for (cap, outcome) in capabilities {
+        match outcome {
+            CapabilityOutcome::Passed | CapabilityOutcome::NotAdvertised => {}
+            CapabilityOutcome::Failed { .. } => {} // already a blocking finding
+            CapabilityOutcome::NotExercised { reason } => reasons.push(format!(
+                "{cap} is advertised but was not verified: {reason}"
+            )),
+        }
+    }
+    let mut triggers: Vec<(DemotionClass, String)> = Vec::new();
+    for f in findings.iter().filter(|f| f.status == Fail) {
+        if let Some(class) = f.trigger {
+            if !triggers.iter().any(|(c, _)| *c == class) {
+                triggers.push((class, format!("{}: {}", f.code, f.message)));
+            }
+        }
+    }
+    let status = |code: &str| findings.iter().find(|f| f.code == code);
+    let lifecycle = [
+        "LC-FULL-LIFECYCLE",
+        "LC-SINGLE-TERMINAL",
+        "LC-NOTHING-AFTER-TERMINAL",
+    ]
+    .iter()
+    .filter_map(|code| status(code))
+    .find(|f| f.status == Fail || (f.code == "LC-FULL-LIFECYCLE" && f.status != Pass))
+    .map_or(Ok(()), |f| Err(format!("{}: {}", f.code, f.message)));
+    Verdict {
+        passed: reasons.is_empty(),
+        reasons,
+        triggers,
+        lifecycle,
+        untimestamped: untimestamped(obs),
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,562 @@
+//! The rules against observation shapes real agents produce, and the broken ones the fake
+//! agent can be switched into.
+
+use chrono::{Duration, TimeZone, Utc};
+
+use super::*;
+use crate::domain::probe::{StreamRun, TaskIds};
+
+const TASK: &str = "task-1";
+const CTX: &str = "ctx-1";
+
+/// Builds observations call by call.
+struct Obs {
+    o: Observations,
+    clock: i64,
+}
+
+impl Obs {
+    fn new() -> Self {
+        let mut o = Observations::default();
+        o.tasks.insert(
+            TaskRole::Lifecycle,
+            TaskIds {
+                task_id: Some(TASK.into()),
+                context_id: Some(CTX.into()),
+            },
+        );
+        Self { o, clock: 0 }
+    }
+
+    /// Adds a transition; `ts` says whether it carries a timestamp (at the current clock).
+    fn t(
+        mut self,
+        role: TaskRole,
+        source: Source,
+        call: u32,
+        state: &str,
+        ts: bool,
+        history: Option<usize>,
+    ) -> Self {
+        self.clock += 1;
+        let at = Utc.timestamp_opt(1_700_000_000, 0).unwrap() + Duration::milliseconds(self.clock);
+        let (parsed, spelling) = TaskState::parse(state).unwrap();
+        let raw_ts = ts.then(|| at.format("%Y-%m-%dT%H:%M:%S%.6fZ").to_string());
+        self.o.transitions.push(Transition {
+            role,
+            source,
+            call,
+            state: parsed,
+            raw_state: state.into(),
+            spelling,
+            parsed_timestamp: raw_ts
+                .as_deref()
+                .and_then(super::super::events::parse_timestamp),
+            timestamp: raw_ts,
+            history_len: history,
+            task_id: Some(TASK.into()),
+            context_id: Some(CTX.into()),
+            final_flag: None,
+            observed_at: at,
+        });
+        self
+    }
+
+    fn stream(self, call: u32, states: &[(&str, bool)]) -> Self {
+        let mut s = self;
+        for (state, ts) in states {
+            s = s.t(TaskRole::Lifecycle, Source::Stream, call, state, *ts, None);
+        }
+        s.o.streams.push(StreamRun {
+            role: TaskRole::Lifecycle,
+            call,
+            event_stream: true,
+            content_type: Some("text/event-stream".into()),
+            frames: states.len() + 1,
+            malformed_frames: 0,
+            events_after_terminal: 0,
+            end: StreamEnd::Closed,
+        });
+        s
+    }
+
+    fn get(self, call: u32, state: &str, history: usize) -> Self {
+        self.t(
+            TaskRole::Lifecycle,
+            Source::Get,
+            call,
+            state,
+            true,
+            Some(history),
+        )
+    }
+
+    fn pushed(mut self, registration: Result<(), &str>, states: &[&str]) -> Self {
+        self.o.tasks.insert(
+            TaskRole::Push,
+            TaskIds {
+                task_id: Some(TASK.into()),
+                context_id: Some(CTX.into()),
+            },
+        );
+        let mut s = self;
+        for (i, state) in states.iter().enumerate() {
+            s = s.t(
+                TaskRole::Push,
+                Source::Push,
+                100 + i as u32,
+                state,
+                true,
+                None,
+            );
+        }
+        s.o.push = Some(PushRun {
+            skipped: None,
+            attempts: 3,
+            registration_error: registration.err().map(str::to_string),
+            terminal_before_registration: false,
+            deliveries: states.len(),
+            deliveries_without_token: 0,
+            malformed_deliveries: 0,
+            waited_ms: 500,
+        });
+        s
+    }
+
+    fn judge(&self, version: &str, caps: &[Capability]) -> Judgement {
+        evaluate(
+            &self.o,
+            ProtocolVersion::parse_exact(version).unwrap(),
+            &caps.iter().copied().collect(),
+        )
+    }
+}
+
+const V1_GOOD: [(&str, bool); 3] = [
+    ("TASK_STATE_SUBMITTED", true),
+    ("TASK_STATE_WORKING", true),
+    ("TASK_STATE_COMPLETED", true),
+];
+
+fn conformant() -> Obs {
+    Obs::new()
+        .stream(0, &V1_GOOD)
+        .get(1, "TASK_STATE_COMPLETED", 2)
+        .pushed(Ok(()), &["TASK_STATE_WORKING", "TASK_STATE_COMPLETED"])
+}
+
+fn status<'a>(j: &'a Judgement, code: &str) -> &'a Finding {
+    j.findings
+        .iter()
+        .find(|f| f.code == code)
+        .unwrap_or_else(|| panic!("no {code}"))
+}
+
+fn triggers(j: &Judgement) -> Vec<DemotionClass> {
+    j.verdict.triggers.iter().map(|(c, _)| *c).collect()
+}
+
+const STREAM_PUSH: [Capability; 2] = [Capability::Streaming, Capability::PushNotifications];
+
+#[test]
+fn a_conformant_agent_passes_everything() {
+    let j = conformant().judge("1.0", &STREAM_PUSH);
+    assert!(j.verdict.passed, "{:#?}", j.verdict);
+    assert_eq!(j.verdict.lifecycle, Ok(()));
+    assert!(j.verdict.untimestamped.is_empty());
+    assert_eq!(
+        j.capabilities[&Capability::Streaming],
+        CapabilityOutcome::Passed
+    );
+    assert_eq!(
+        j.capabilities[&Capability::PushNotifications],
+        CapabilityOutcome::Passed
+    );
+    assert!(
+        !j.capabilities
+            .contains_key(&Capability::StateTransitionHistory),
+        "absent from v1.0"
+    );
+    assert!(triggers(&j).is_empty());
+    assert!(
+        j.findings.iter().all(|f| f.status != FindingStatus::Fail),
+        "{:#?}",
+        j.findings
+    );
+}
+
+#[test]
+fn a_submitted_state_without_timestamp_blocks_promotion_but_triggers_nothing() {
+    // The official Python SDK's shape.
+    let obs = Obs::new()
+        .stream(
+            0,
+            &[
+                ("TASK_STATE_SUBMITTED", false),
+                ("TASK_STATE_WORKING", true),
+                ("TASK_STATE_COMPLETED", true),
+            ],
+        )
+        .get(1, "TASK_STATE_COMPLETED", 2);
+    let j = obs.judge("1.0", &[Capability::Streaming]);
+    assert!(!j.verdict.passed);
+    assert_eq!(status(&j, "LC-TIMESTAMPS").status, FindingStatus::Fail);
+    assert_eq!(
+        status(&j, "LC-TERMINAL-NO-TIMESTAMP").status,
+        FindingStatus::Pass
+    );
+    assert_eq!(
+        j.verdict.lifecycle,
+        Ok(()),
+        "the full lifecycle was observed"
+    );
+    assert_eq!(j.verdict.untimestamped, ["submitted (stream 0)"]);
+    assert!(triggers(&j).is_empty());
+}
+
+#[test]
+fn each_broken_behaviour_fails_its_rule_and_fires_its_trigger() {
+    type Case = (
+        &'static str,
+        Obs,
+        &'static str,
+        &'static [Capability],
+        &'static str,
+        Option<DemotionClass>,
+    );
+    let cases: Vec<Case> = vec![
+        (
+            "terminal without timestamp",
+            Obs::new().stream(
+                0,
+                &[
+                    ("TASK_STATE_SUBMITTED", true),
+                    ("TASK_STATE_WORKING", true),
+                    ("TASK_STATE_COMPLETED", false),
+                ],
+            ),
+            "1.0",
+            &[Capability::Streaming],
+            "LC-TERMINAL-NO-TIMESTAMP",
+            Some(DemotionClass::Timestamp),
+        ),
+        (
+            "two terminal events",
+            Obs::new().stream(
+                0,
+                &[
+                    ("TASK_STATE_SUBMITTED", true),
+                    ("TASK_STATE_WORKING", true),
+                    ("TASK_STATE_COMPLETED", true),
+                    ("TASK_STATE_COMPLETED", true),
+                ],
+            ),
+            "1.0",
+            &[Capability::Streaming],
+            "LC-SINGLE-TERMINAL",
+            Some(DemotionClass::Terminal),
+        ),
+        (
+            "a state after the terminal one",
+            Obs::new().stream(
+                0,
+                &[
+                    ("TASK_STATE_SUBMITTED", true),
+                    ("TASK_STATE_WORKING", true),
+                    ("TASK_STATE_COMPLETED", true),
+                    ("TASK_STATE_WORKING", true),
+                ],
+            ),
+            "1.0",
+            &[Capability::Streaming],
+            "LC-NOTHING-AFTER-TERMINAL",
+            Some(DemotionClass::Terminal),
+        ),
+        (
+            "history not growing across an input-required loop",
+            Obs::new()
+                .t(
+                    TaskRole::Lifecycle,
+                    Source::Response,
+                    0,
+                    "submitted",
+                    true,
+                    Some(1),
+                )
+                .get(1, "working", 1)
+                .t(
+                    TaskRole::Lifecycle,
+                    Source::Response,
+                    2,
+                    "input-required",
+                    true,
+                    Some(2),
+                )
+                .get(3, "input-required", 2)
+                .t(
+                    TaskRole::Lifecycle,
+                    Source::Response,
+                    4,
+                    "working",
+                    true,
+                    None,
+                )
+                .t(
+                    TaskRole::Lifecycle,
+                    Source::Response,
+                    4,
+                    "input-required",
+                    true,
+                    None,
+                )
+                .get(5, "input-required", 2)
+                .t(
+                    TaskRole::Lifecycle,
+                    Source::Response,
+                    6,
+                    "completed",
+                    true,
+                    None,
+                )
+                .get(7, "completed", 4),
+            "0.3",
+            &[Capability::StateTransitionHistory],
+            "CAP-HISTORY",
+            Some(DemotionClass::History),
+        ),
+        (
+            "push registration failing after the retry budget",
+            conformant().pushed(Err("HTTP 500"), &[]),
+            "1.0",
+            &STREAM_PUSH,
+            "CAP-PUSH",
+            Some(DemotionClass::Push),
+        ),
+        (
+            "timestamps going backwards",
+            {
+                let mut o = Obs::new().stream(0, &V1_GOOD);
+                let ts = o.o.transitions[0].parsed_timestamp;
+                o.o.transitions[2].parsed_timestamp = ts.map(|t| t - Duration::seconds(5));
+                o
+            },
+            "1.0",
+            &[],
+            "LC-TIMESTAMP-ORDER",
+            None,
+        ),
+        (
+            "GetTask disagreeing with the stream",
+            Obs::new()
+                .stream(0, &V1_GOOD)
+                .get(1, "TASK_STATE_FAILED", 2),
+            "1.0",
+            &[],
+            "LC-GET-AGREES",
+            None,
+        ),
+        (
+            "a contextId that changes",
+            {
+                let mut o = Obs::new().stream(0, &V1_GOOD);
+                o.o.transitions[2].context_id = Some("other".into());
+                o
+            },
+            "1.0",
+            &[],
+            "LC-IDS-CONSISTENT",
+            None,
+        ),
+    ];
+    for (name, obs, version, caps, code, trigger) in cases {
+        let j = obs.judge(version, caps);
+        let f = status(&j, code);
+        assert_eq!(f.status, FindingStatus::Fail, "{name}: {f:?}");
+        assert!(!j.verdict.passed, "{name}");
+        assert_eq!(
+            triggers(&j),
+            trigger.into_iter().collect::<Vec<_>>(),
+            "{name}: {:?}",
+            j.verdict.triggers
+        );
+    }
+}
+
+#[test]
+fn streaming_advertised_but_answered_with_plain_json_fails_streaming() {
+    let mut obs = Obs::new().t(
+        TaskRole::Lifecycle,
+        Source::Response,
+        0,
+        "TASK_STATE_COMPLETED",
+        true,
+        Some(2),
+    );
+    obs.o.streams.push(StreamRun {
+        role: TaskRole::Lifecycle,
+        call: 0,
+        event_stream: false,
+        content_type: Some("application/json".into()),
+        frames: 0,
+        malformed_frames: 0,
+        events_after_terminal: 0,
+        end: StreamEnd::NotAStream,
+    });
+    let j = obs.judge("1.0", &[Capability::Streaming]);
+    match &j.capabilities[&Capability::Streaming] {
+        CapabilityOutcome::Failed { reason } => {
+            assert!(reason.contains("application/json"), "{reason}")
+        }
+        other => panic!("{other:?}"),
+    }
+    assert!(triggers(&j).is_empty(), "streaming is not a demotion class");
+}
+
+#[test]
+fn a_stream_that_never_finishes_is_an_incomplete_lifecycle() {
+    let mut obs = Obs::new().stream(
+        0,
+        &[("TASK_STATE_SUBMITTED", true), ("TASK_STATE_WORKING", true)],
+    );
+    obs.o.streams[0].end = StreamEnd::Deadline;
+    let j = obs.judge("1.0", &[Capability::Streaming]);
+    assert_eq!(status(&j, "LC-FULL-LIFECYCLE").status, FindingStatus::Fail);
+    assert!(j.verdict.lifecycle.is_err());
+    assert!(matches!(
+        j.capabilities[&Capability::Streaming],
+        CapabilityOutcome::Failed { .. }
+    ));
+}
+
+#[test]
+fn a_stream_left_open_after_the_terminal_state_fails_streaming() {
+    let mut obs = Obs::new().stream(0, &V1_GOOD);
+    obs.o.streams[0].end = StreamEnd::Idle;
+    let j = obs.judge("1.0", &[Capability::Streaming]);
+    match &j.capabilities[&Capability::Streaming] {
+        CapabilityOutcome::Failed { reason } => {
+            assert!(reason.contains("did not close"), "{reason}")
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn malformed_frames_fail_well_formedness_and_streaming() {
+    let mut obs = Obs::new().stream(0, &V1_GOOD);
+    obs.o.streams[0].malformed_frames = 2;
+    let j = obs.judge("1.0", &[Capability::Streaming]);
+    assert_eq!(status(&j, "LC-WELL-FORMED").status, FindingStatus::Fail);
+    assert!(matches!(
+        j.capabilities[&Capability::Streaming],
+        CapabilityOutcome::Failed { .. }
+    ));
+}
+
+#[test]
+fn states_the_probe_could_not_reach_are_not_exercised() {
+    let j = conformant().judge("1.0", &STREAM_PUSH);
+    assert_eq!(
+        status(&j, "LC-INPUT-REQUIRED").status,
+        FindingStatus::NotExercised
+    );
+    assert_eq!(status(&j, "LC-CANCEL").status, FindingStatus::NotExercised);
+    assert!(j.verdict.passed, "not-exercised is not a fail");
+
+    // A message instead of a task: nothing to test, no promotion, no trigger.
+    let mut message = Obs::new();
+    message.o.tasks.clear();
+    message.o.message_only.push(TaskRole::Lifecycle);
+    let j = message.judge("1.0", &[]);
+    assert_eq!(
+        status(&j, "LC-FULL-LIFECYCLE").status,
+        FindingStatus::NotExercised
+    );
+    assert!(!j.verdict.passed);
+    assert!(triggers(&j).is_empty());
+
+    // An advertised capability that could not be exercised blocks promotion.
+    let mut unexercised = conformant();
+    unexercised
+        .o
+        .push
+        .as_mut()
+        .unwrap()
+        .terminal_before_registration = true;
+    unexercised.o.push.as_mut().unwrap().deliveries = 0;
+    unexercised
+        .o
+        .transitions
+        .retain(|t| t.source != Source::Push);
+    let j = unexercised.judge("1.0", &STREAM_PUSH);
+    assert!(matches!(
+        j.capabilities[&Capability::PushNotifications],
+        CapabilityOutcome::NotExercised { .. }
+    ));
+    assert!(!j.verdict.passed);
+}
+
+#[test]
+fn history_that_grows_across_the_loop_passes() {
+    let obs = Obs::new()
+        .t(
+            TaskRole::Lifecycle,
+            Source::Response,
+            0,
+            "submitted",
+            true,
+            Some(1),
+        )
+        .get(1, "working", 1)
+        .t(
+            TaskRole::Lifecycle,
+            Source::Response,
+            2,
+            "input-required",
+            true,
+            Some(2),
+        )
+        .get(3, "input-required", 2)
+        .t(
+            TaskRole::Lifecycle,
+            Source::Response,
+            4,
+            "working",
+            true,
+            None,
+        )
+        .t(
+            TaskRole::Lifecycle,
+            Source::Response,
+            4,
+            "input-required",
+            true,
+            None,
+        )
+        .get(5, "input-required", 4)
+        .t(
+            TaskRole::Lifecycle,
+            Source::Response,
+            6,
+            "completed",
+            true,
+            None,
+        )
+        .get(7, "completed", 6);
+    let j = obs.judge("0.3", &[Capability::StateTransitionHistory]);
+    assert_eq!(
+        j.capabilities[&Capability::StateTransitionHistory],
+        CapabilityOutcome::Passed,
+        "{:#?}",
+        j.findings
+    );
+    assert_eq!(status(&j, "LC-WIRE-VERSION").status, FindingStatus::Pass);
+}
+
+#[test]
+fn v1_states_on_a_v03_subject_are_reported_as_a_should() {
+    let j = Obs::new().stream(0, &V1_GOOD).judge("0.3", &[]);
+    let f = status(&j, "LC-WIRE-VERSION");
+    assert_eq!((f.status, f.level), (FindingStatus::Fail, Level::Should));
+    assert!(j.verdict.passed, "a SHOULD does not block");
+}

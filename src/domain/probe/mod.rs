@@ -1,0 +1,417 @@
+//! Probe runs: what the registry observed when it drove a real task through a callee's
+//! lifecycle, and the rules that turn those observations into findings, capability results and
+//! a verdict (trust-model.md, "A complete probe cycle passes when").
+//!
+//! Pure: the runner (`service::probe`) collects [`Observations`]; [`checks::evaluate`] judges
+//! them; [`outcome::ledger_events`] says what the verdict does to the subject's gate.
+
+pub mod checks;
+pub mod events;
+pub mod outcome;
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+
+use super::capability::Capability;
+use super::decision::CapabilityOutcome;
+use super::gate::DemotionClass;
+use super::time::Timestamp;
+
+/// What the probe says to the callee. Set per callee at registration; defaults are neutral.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ProbeScript {
+    /// The first message of the lifecycle task.
+    #[serde(default = "default_message")]
+    pub message: String,
+    /// Texts for `input-required` turns, used in order (each follow-up carries both `taskId`
+    /// and `contextId`).
+    #[serde(default = "default_follow_ups")]
+    pub follow_ups: Vec<String>,
+    /// The first message of the push task; it should keep the task open long enough for the
+    /// webhook to be registered (a slow task, or one that asks for input). Default: `message`.
+    #[serde(default)]
+    pub push_message: Option<String>,
+    /// When set, a task started with this text is canceled, and the cancel is checked.
+    #[serde(default)]
+    pub cancel_message: Option<String>,
+}
+
+fn default_message() -> String {
+    "cardgate lifecycle probe: please answer this message".into()
+}
+
+fn default_follow_ups() -> Vec<String> {
+    vec!["cardgate lifecycle probe: here is the input you asked for".into()]
+}
+
+impl Default for ProbeScript {
+    fn default() -> Self {
+        Self {
+            message: default_message(),
+            follow_ups: default_follow_ups(),
+            push_message: None,
+            cancel_message: None,
+        }
+    }
+}
+
+impl ProbeScript {
+    pub const MAX_TEXT: usize = 2000;
+    pub const MAX_FOLLOW_UPS: usize = 8;
+
+    pub fn validate(&self) -> Result<(), String> {
+        let texts = std::iter::once(&self.message)
+            .chain(&self.follow_ups)
+            .chain(self.push_message.iter())
+            .chain(self.cancel_message.iter());
+        for text in texts {
+            if text.trim().is_empty() {
+                return Err("probe texts must not be empty".into());
+            }
+            if text.len() > Self::MAX_TEXT {
+                return Err(format!(
+                    "probe texts must be at most {} bytes",
+                    Self::MAX_TEXT
+                ));
+            }
+        }
+        if self.follow_ups.len() > Self::MAX_FOLLOW_UPS {
+            return Err(format!("at most {} follow-ups", Self::MAX_FOLLOW_UPS));
+        }
+        Ok(())
+    }
+
+    pub fn push_text(&self) -> &str {
+        self.push_message.as_deref().unwrap_or(&self.message)
+    }
+}
+
+/// A task state as seen on the wire, v1.0 (`TASK_STATE_WORKING`) or v0.x (`working`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum TaskState {
+    Submitted,
+    Working,
+    InputRequired,
+    AuthRequired,
+    Completed,
+    Failed,
+    Canceled,
+    Rejected,
+    Unknown,
+}
+
+/// How a state was spelled, which fingerprints the protocol version actually spoken.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Spelling {
+    /// `TASK_STATE_*` (v1.0 ProtoJSON enums).
+    V1,
+    /// lowercase with dashes (v0.2/v0.3).
+    V0,
+}
+
+impl TaskState {
+    /// Parses either spelling; `None` for anything else.
+    pub fn parse(raw: &str) -> Option<(Self, Spelling)> {
+        let (name, spelling) = match raw.strip_prefix("TASK_STATE_") {
+            Some(rest) => (rest.to_ascii_lowercase().replace('_', "-"), Spelling::V1),
+            None => (raw.to_string(), Spelling::V0),
+        };
+        let state = match name.as_str() {
+            "submitted" => Self::Submitted,
+            "working" => Self::Working,
+            "input-required" => Self::InputRequired,
+            "auth-required" => Self::AuthRequired,
+            "completed" => Self::Completed,
+            "failed" => Self::Failed,
+            "canceled" => Self::Canceled,
+            "rejected" => Self::Rejected,
+            "unknown" | "unspecified" => Self::Unknown,
+            _ => return None,
+        };
+        Some((state, spelling))
+    }
+
+    pub fn is_terminal(self) -> bool {
+        matches!(
+            self,
+            Self::Completed | Self::Failed | Self::Canceled | Self::Rejected
+        )
+    }
+
+    pub fn is_interrupted(self) -> bool {
+        matches!(self, Self::InputRequired | Self::AuthRequired)
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Submitted => "submitted",
+            Self::Working => "working",
+            Self::InputRequired => "input-required",
+            Self::AuthRequired => "auth-required",
+            Self::Completed => "completed",
+            Self::Failed => "failed",
+            Self::Canceled => "canceled",
+            Self::Rejected => "rejected",
+            Self::Unknown => "unknown",
+        }
+    }
+}
+
+impl fmt::Display for TaskState {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Where a transition was seen.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Source {
+    /// The response to a send.
+    Response,
+    /// An event of a streaming send.
+    Stream,
+    /// A GetTask answer.
+    Get,
+    /// A push delivery to cardgate's webhook.
+    Push,
+}
+
+impl fmt::Display for Source {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Source::Response => "response",
+            Source::Stream => "stream",
+            Source::Get => "get",
+            Source::Push => "push",
+        })
+    }
+}
+
+/// Which task of the probe cycle an observation belongs to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum TaskRole {
+    Lifecycle,
+    Push,
+    Cancel,
+}
+
+/// One observed task status.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Transition {
+    pub role: TaskRole,
+    pub source: Source,
+    /// Which call produced it (one per send, stream, get or delivery, numbered in order).
+    pub call: u32,
+    pub state: TaskState,
+    /// The state exactly as sent.
+    pub raw_state: String,
+    pub spelling: Spelling,
+    /// `status.timestamp` exactly as sent, if present.
+    pub timestamp: Option<String>,
+    /// The timestamp parsed as RFC 3339 UTC (`Z`); `None` if absent or malformed.
+    pub parsed_timestamp: Option<Timestamp>,
+    /// `history` length of a Task object (absent on status updates).
+    pub history_len: Option<usize>,
+    pub task_id: Option<String>,
+    pub context_id: Option<String>,
+    /// v0.3 `final` flag on status updates.
+    pub final_flag: Option<bool>,
+    /// When cardgate received it.
+    pub observed_at: Timestamp,
+}
+
+impl Transition {
+    /// `submitted (stream)`: how a transition is named in reasons.
+    pub fn label(&self) -> String {
+        format!("{} ({} {})", self.state, self.source, self.call)
+    }
+}
+
+/// How one streaming call ended and what it carried.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StreamRun {
+    pub role: TaskRole,
+    pub call: u32,
+    /// The response was `text/event-stream`.
+    pub event_stream: bool,
+    pub content_type: Option<String>,
+    pub frames: usize,
+    pub malformed_frames: usize,
+    /// Frames that arrived after the stream's first terminal state.
+    pub events_after_terminal: usize,
+    pub end: StreamEnd,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", content = "detail", rename_all = "kebab-case")]
+pub enum StreamEnd {
+    /// The server closed the stream.
+    Closed,
+    /// No bytes for the idle timeout.
+    Idle,
+    /// The probe's deadline passed.
+    Deadline,
+    TooManyEvents,
+    EventTooLarge,
+    /// Not a stream at all (plain JSON answer), or a transport error.
+    NotAStream,
+    Error(String),
+}
+
+/// The push probe's registration and deliveries.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PushRun {
+    /// The push probe could not run at all, and why (e.g. no public URL for the webhook).
+    pub skipped: Option<String>,
+    /// Attempts made, and the error of the last one if none succeeded.
+    pub attempts: u32,
+    pub registration_error: Option<String>,
+    /// The task was already terminal when the webhook was registered.
+    pub terminal_before_registration: bool,
+    pub deliveries: usize,
+    /// Deliveries that did not carry cardgate's token.
+    pub deliveries_without_token: usize,
+    /// Deliveries whose body was not an A2A event.
+    pub malformed_deliveries: usize,
+    pub waited_ms: u64,
+}
+
+/// Everything one probe cycle saw, for [`checks::evaluate`].
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Observations {
+    pub transitions: Vec<Transition>,
+    pub streams: Vec<StreamRun>,
+    pub push: Option<PushRun>,
+    /// The task ids and context ids the sends returned, per role.
+    pub tasks: BTreeMap<TaskRole, TaskIds>,
+    /// Answers that were errors, malformed, or not A2A, per role, in order.
+    pub problems: Vec<(TaskRole, String)>,
+    /// A send answered with a Message instead of a Task: there is no lifecycle to test.
+    pub message_only: Vec<TaskRole>,
+    /// Follow-ups sent on the lifecycle task.
+    pub follow_ups_sent: usize,
+    /// Follow-ups were needed but the script had none left.
+    pub follow_ups_exhausted: bool,
+    /// The cancel scenario's CancelTask call answered with an error.
+    pub cancel_error: Option<String>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TaskIds {
+    pub task_id: Option<String>,
+    pub context_id: Option<String>,
+}
+
+/// How strongly a rule is required.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Level {
+    /// A2A spec MUST.
+    Must,
+    /// A2A spec SHOULD: reported, never blocks promotion.
+    Should,
+    /// Registry policy (trust-model.md), blocking like a MUST.
+    Policy,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum FindingStatus {
+    Pass,
+    Fail,
+    /// The probe could not drive the callee into the situation the rule is about.
+    NotExercised,
+}
+
+/// One checked rule.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Finding {
+    /// Stable code, e.g. `LC-TERMINAL-NO-TIMESTAMP`.
+    pub code: String,
+    pub level: Level,
+    pub status: FindingStatus,
+    pub message: String,
+    /// The demotion class this failure triggers, if any.
+    pub trigger: Option<DemotionClass>,
+}
+
+/// The probe cycle's result.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Verdict {
+    /// A complete cycle passed: the subject may be promoted.
+    pub passed: bool,
+    /// Why not, one line per blocking finding.
+    pub reasons: Vec<String>,
+    /// Demotion triggers the cycle observed, with the finding that fired each.
+    pub triggers: Vec<(DemotionClass, String)>,
+    /// For decisions: `Ok` when the full lifecycle was observed, else what was wrong.
+    pub lifecycle: Result<(), String>,
+    /// Transitions without a usable `status.timestamp`, labelled.
+    pub untimestamped: Vec<String>,
+}
+
+/// Findings, capability results and verdict of one cycle.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Judgement {
+    pub findings: Vec<Finding>,
+    pub capabilities: BTreeMap<Capability, CapabilityOutcome>,
+    pub verdict: Verdict,
+}
+
+/// Where a probe run is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum RunStatus {
+    Queued,
+    Running,
+    Finished,
+    /// Cut short (shutdown, crash); never promotes.
+    Aborted,
+}
+
+impl RunStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Queued => "queued",
+            Self::Running => "running",
+            Self::Finished => "finished",
+            Self::Aborted => "aborted",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Self> {
+        [Self::Queued, Self::Running, Self::Finished, Self::Aborted]
+            .into_iter()
+            .find(|v| v.as_str() == s)
+    }
+}
+
+/// One probe run as stored.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ProbeRun {
+    pub id: super::ids::ProbeRunId,
+    pub callee_id: super::ids::CalleeId,
+    pub protocol_version: super::version::ProtocolVersion,
+    pub status: RunStatus,
+    pub reason: String,
+    pub requested_by: String,
+    pub created_at: Timestamp,
+    pub started_at: Option<Timestamp>,
+    pub finished_at: Option<Timestamp>,
+    pub interface_url: Option<String>,
+    pub wire: Option<String>,
+    pub push_token: String,
+    pub passed: Option<bool>,
+    pub judgement: Option<Judgement>,
+    pub observations: Option<Observations>,
+    pub transcript: Option<serde_json::Value>,
+    pub error: Option<String>,
+    pub ledger_seqs: Vec<i64>,
+}

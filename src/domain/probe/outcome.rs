@@ -1,0 +1,168 @@
+//! What a finished probe cycle does to the subject's gate (trust-model.md): a passing cycle
+//! promotes `card-trusted`, and re-promotes `demoted` only if it started after the demotion;
+//! a demotion trigger demotes a `lifecycle-trusted` subject. Everything is recorded either way.
+
+use super::Judgement;
+use crate::domain::gate::{GateState, SubjectState};
+use crate::domain::ids::ProbeRunId;
+use crate::domain::ledger::EventBody;
+use crate::domain::time::Timestamp;
+
+/// The ledger events a finished run appends, in order.
+pub fn ledger_events(
+    state: &SubjectState,
+    run: ProbeRunId,
+    started_at: Timestamp,
+    judgement: &Judgement,
+) -> Vec<EventBody> {
+    let failed: Vec<String> = judgement
+        .findings
+        .iter()
+        .filter(|f| f.status == super::FindingStatus::Fail)
+        .map(|f| f.code.clone())
+        .collect();
+    let mut events = vec![EventBody::ProbeFinished {
+        probe_run_id: run,
+        started_at,
+        passed: judgement.verdict.passed,
+        failed_findings: failed,
+    }];
+    let promotable = match state.gate {
+        GateState::CardTrusted => true,
+        GateState::Demoted => state.demoted_at.is_some_and(|at| started_at > at),
+        GateState::LifecycleTrusted => false,
+    };
+    if judgement.verdict.passed && promotable {
+        events.push(EventBody::Promoted {
+            probe_run_id: run,
+            probe_started_at: started_at,
+        });
+    }
+    if state.gate != GateState::CardTrusted {
+        for (class, reason) in &judgement.verdict.triggers {
+            let known = state.gate == GateState::Demoted && state.demotion_classes.contains(class);
+            if !known {
+                events.push(EventBody::Demoted {
+                    class: *class,
+                    probe_run_id: Some(run),
+                    report_id: None,
+                    reason: reason.clone(),
+                });
+            }
+        }
+    }
+    events
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::domain::gate::DemotionClass;
+    use crate::domain::ids::SnapshotId;
+    use crate::domain::probe::Verdict;
+    use chrono::{TimeZone, Utc};
+    use std::collections::BTreeMap;
+
+    fn t(s: i64) -> Timestamp {
+        Utc.timestamp_opt(1_700_000_000 + s, 0).unwrap()
+    }
+
+    fn judgement(passed: bool, triggers: &[DemotionClass]) -> Judgement {
+        Judgement {
+            findings: Vec::new(),
+            capabilities: BTreeMap::new(),
+            verdict: Verdict {
+                passed,
+                reasons: Vec::new(),
+                triggers: triggers.iter().map(|c| (*c, "x".to_string())).collect(),
+                lifecycle: Ok(()),
+                untimestamped: Vec::new(),
+            },
+        }
+    }
+
+    fn state(gate: GateState, demoted_at: Option<i64>) -> SubjectState {
+        let appeared = EventBody::VersionAppeared {
+            snapshot_id: SnapshotId::new(),
+            advertised: Vec::new(),
+        };
+        let mut s = SubjectState::start(&appeared, t(0)).unwrap();
+        s.gate = gate;
+        s.demoted_at = demoted_at.map(t);
+        if gate == GateState::Demoted {
+            s.demotion_classes.insert(DemotionClass::Timestamp);
+        }
+        s
+    }
+
+    fn kinds(events: &[EventBody]) -> Vec<&'static str> {
+        events.iter().map(EventBody::kind).collect()
+    }
+
+    #[test]
+    fn outcomes_by_gate_and_verdict() {
+        let run = ProbeRunId::new();
+        let table: Vec<(&str, SubjectState, i64, Judgement, Vec<&str>)> = vec![
+            (
+                "pass promotes card-trusted",
+                state(GateState::CardTrusted, None),
+                10,
+                judgement(true, &[]),
+                vec!["probe-finished", "promoted"],
+            ),
+            (
+                "pass keeps lifecycle-trusted",
+                state(GateState::LifecycleTrusted, None),
+                10,
+                judgement(true, &[]),
+                vec!["probe-finished"],
+            ),
+            (
+                "fresh pass re-promotes demoted",
+                state(GateState::Demoted, Some(5)),
+                10,
+                judgement(true, &[]),
+                vec!["probe-finished", "promoted"],
+            ),
+            (
+                "stale pass does not re-promote",
+                state(GateState::Demoted, Some(20)),
+                10,
+                judgement(true, &[]),
+                vec!["probe-finished"],
+            ),
+            (
+                "trigger demotes lifecycle-trusted",
+                state(GateState::LifecycleTrusted, None),
+                10,
+                judgement(false, &[DemotionClass::History]),
+                vec!["probe-finished", "demoted"],
+            ),
+            (
+                "trigger on card-trusted is only recorded",
+                state(GateState::CardTrusted, None),
+                10,
+                judgement(false, &[DemotionClass::Timestamp]),
+                vec!["probe-finished"],
+            ),
+            (
+                "a known class on a demoted subject is not repeated",
+                state(GateState::Demoted, Some(5)),
+                10,
+                judgement(false, &[DemotionClass::Timestamp, DemotionClass::Terminal]),
+                vec!["probe-finished", "demoted"],
+            ),
+        ];
+        for (name, state, started, judgement, expected) in table {
+            let events = ledger_events(&state, run, t(started), &judgement);
+            assert_eq!(kinds(&events), expected, "{name}");
+            // Every sequence the outcome proposes is one the gate accepts.
+            let mut s = state.clone();
+            for e in &events {
+                s = s
+                    .apply(e, t(started + 1))
+                    .unwrap_or_else(|err| panic!("{name}: {err}"));
+            }
+        }
+    }
+}

@@ -1,0 +1,680 @@
+//! A scriptable fake A2A agent for tests, benchmarks and demos (`cargo run --example
+//! fake-agent`). It serves a signed card and speaks v1.0 and v0.3 JSON-RPC, with streaming and
+//! push, and can be switched, at run time, into the broken behaviours the registry exists to
+//! catch. Not used by the service itself.
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use axum::body::Body;
+use axum::extract::State;
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use futures::StreamExt;
+use josekit::jwk::Jwk;
+use serde_json::{Value, json};
+use tokio::sync::mpsc;
+
+use crate::domain::card::signature::sign_card;
+use crate::domain::time;
+
+/// How the agent misbehaves.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+pub enum Behaviour {
+    #[default]
+    Conformant,
+    /// Terminal states carry no `status.timestamp`.
+    NoTerminalTimestamp,
+    /// Streams send the terminal state twice.
+    TwoTerminalEvents,
+    /// Streams send an event after the terminal state.
+    EventAfterTerminal,
+    /// `tasks/get` history never grows (pair with a v0.3 card advertising stateTransitionHistory).
+    StuckHistory,
+    /// Push registration answers HTTP 500.
+    PushRegistration500,
+    /// Streaming is advertised but the stream answers plain JSON.
+    StreamingPlainJson,
+    /// Tasks never reach a terminal state; streams stay open.
+    NeverFinishes,
+    /// Streams contain a frame that is not JSON.
+    MalformedSse,
+}
+
+/// What the agent offers.
+#[derive(Debug, Clone)]
+pub struct FakeAgentConfig {
+    /// `1.0` and/or `0.3` (a card with only `0.3` is served in the v0.3 shape).
+    pub versions: Vec<&'static str>,
+    pub streaming: bool,
+    pub push: bool,
+    /// Advertised on v0.3 cards only.
+    pub state_transition_history: bool,
+    /// Sign the card (ES256, jku on the agent's origin).
+    pub sign: bool,
+    /// Delay between states of a task running in the background.
+    pub step_delay: Duration,
+}
+
+impl Default for FakeAgentConfig {
+    fn default() -> Self {
+        Self {
+            versions: vec!["1.0"],
+            streaming: true,
+            push: true,
+            state_transition_history: false,
+            sign: true,
+            step_delay: Duration::from_millis(150),
+        }
+    }
+}
+
+struct Task {
+    id: String,
+    context_id: String,
+    state: &'static str,
+    timestamp: Option<String>,
+    history: Vec<Value>,
+    artifacts: Vec<Value>,
+}
+
+struct Push {
+    url: String,
+    token: String,
+    v1: bool,
+}
+
+struct Shared {
+    behaviour: Mutex<Behaviour>,
+    tasks: Mutex<HashMap<String, Task>>,
+    pushes: Mutex<HashMap<String, Push>>,
+    card: Mutex<Value>,
+    jwks: Value,
+    config: FakeAgentConfig,
+    http: reqwest::Client,
+}
+
+/// A running fake agent.
+pub struct FakeAgent {
+    pub addr: SocketAddr,
+    shared: Arc<Shared>,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+}
+
+/// One step of a turn.
+#[derive(Clone)]
+enum Update {
+    Status {
+        state: &'static str,
+        timestamp: bool,
+        message: Option<&'static str>,
+    },
+    Artifact(String),
+}
+
+impl FakeAgent {
+    pub async fn start(config: FakeAgentConfig, behaviour: Behaviour) -> std::io::Result<Self> {
+        Self::start_on("127.0.0.1:0", config, behaviour).await
+    }
+
+    pub async fn start_on(
+        addr: &str,
+        config: FakeAgentConfig,
+        behaviour: Behaviour,
+    ) -> std::io::Result<Self> {
+        let listener = tokio::net::TcpListener::bind(addr).await?;
+        let addr = listener.local_addr()?;
+        let pair = josekit::jws::ES256
+            .generate_key_pair()
+            .map_err(std::io::Error::other)?;
+        let mut private = pair.to_jwk_private_key();
+        private.set_key_id("fake-agent-key");
+        let mut public = pair.to_jwk_public_key();
+        public.set_key_id("fake-agent-key");
+        let origin = format!("http://{addr}");
+        let card = build_card(&origin, &config, Some(&private));
+        let shared = Arc::new(Shared {
+            behaviour: Mutex::new(behaviour),
+            tasks: Mutex::new(HashMap::new()),
+            pushes: Mutex::new(HashMap::new()),
+            card: Mutex::new(card),
+            jwks: json!({"keys": [Value::Object(public.as_ref().clone())]}),
+            config,
+            http: reqwest::Client::new(),
+        });
+        let router = Router::new()
+            .route("/.well-known/agent-card.json", get(card_handler))
+            .route("/.well-known/jwks.json", get(jwks_handler))
+            .route("/a2a/v1", post(v1_handler))
+            .route("/a2a/v03", post(v03_handler))
+            .with_state(shared.clone());
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        tokio::spawn(async move {
+            let _ = axum::serve(listener, router)
+                .with_graceful_shutdown(async {
+                    let _ = stopped.await;
+                })
+                .await;
+        });
+        Ok(Self {
+            addr,
+            shared,
+            stop: Some(stop),
+        })
+    }
+
+    pub fn origin(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    /// Switches behaviour for every later request.
+    pub fn set_behaviour(&self, behaviour: Behaviour) {
+        *lock(&self.shared.behaviour) = behaviour;
+    }
+
+    /// The card as served.
+    pub fn card(&self) -> Value {
+        lock(&self.shared.card).clone()
+    }
+
+    /// Replaces the served card (e.g. to announce a new version), signing it if configured.
+    pub fn set_versions(&self, versions: Vec<&'static str>, key: Option<&Jwk>) {
+        let mut config = self.shared.config.clone();
+        config.versions = versions;
+        *lock(&self.shared.card) = build_card(&self.origin(), &config, key);
+    }
+
+    pub fn stop(mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+    }
+}
+
+impl Drop for FakeAgent {
+    fn drop(&mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+fn build_card(origin: &str, config: &FakeAgentConfig, key: Option<&Jwk>) -> Value {
+    let only_v03 = config.versions.iter().all(|v| v.starts_with("0."));
+    let mut caps = json!({"streaming": config.streaming, "pushNotifications": config.push});
+    let card = if only_v03 {
+        if config.state_transition_history {
+            caps["stateTransitionHistory"] = true.into();
+        }
+        json!({
+            "name": "Fake Agent", "description": "cardgate's scriptable fake agent", "version": "1.0.0",
+            "url": format!("{origin}/a2a/v03"), "preferredTransport": "JSONRPC", "protocolVersion": "0.3.0",
+            "capabilities": caps, "defaultInputModes": ["text/plain"], "defaultOutputModes": ["text/plain"],
+            "skills": [{"id": "echo", "name": "Echo", "description": "echoes", "tags": ["test"]}]
+        })
+    } else {
+        let interfaces: Vec<Value> = config
+            .versions
+            .iter()
+            .map(|v| {
+                let path = if v.starts_with("0.") { "/a2a/v03" } else { "/a2a/v1" };
+                json!({"url": format!("{origin}{path}"), "protocolBinding": "JSONRPC", "protocolVersion": v})
+            })
+            .collect();
+        json!({
+            "name": "Fake Agent", "description": "cardgate's scriptable fake agent", "version": "1.0.0",
+            "supportedInterfaces": interfaces, "capabilities": caps,
+            "defaultInputModes": ["text/plain"], "defaultOutputModes": ["text/plain"],
+            "skills": [{"id": "echo", "name": "Echo", "description": "echoes", "tags": ["test"]}]
+        })
+    };
+    match (config.sign, key) {
+        (true, Some(key)) => {
+            let jku = format!("{origin}/.well-known/jwks.json");
+            sign_card(&card, key, "ES256", "fake-agent-key", Some(&jku)).unwrap_or(card)
+        }
+        _ => card,
+    }
+}
+
+async fn card_handler(State(s): State<Arc<Shared>>) -> Json<Value> {
+    Json(lock(&s.card).clone())
+}
+
+async fn jwks_handler(State(s): State<Arc<Shared>>) -> Json<Value> {
+    Json(s.jwks.clone())
+}
+
+async fn v1_handler(
+    State(s): State<Arc<Shared>>,
+    headers: HeaderMap,
+    Json(req): Json<Value>,
+) -> Response {
+    if headers.get("a2a-version").and_then(|v| v.to_str().ok()) != Some("1.0") {
+        return rpc_error(&req, -32009, "A2A-Version 1.0 is required");
+    }
+    dispatch(s, req, true).await
+}
+
+async fn v03_handler(State(s): State<Arc<Shared>>, Json(req): Json<Value>) -> Response {
+    dispatch(s, req, false).await
+}
+
+fn rpc_error(req: &Value, code: i64, message: &str) -> Response {
+    Json(json!({"jsonrpc": "2.0", "id": req["id"], "error": {"code": code, "message": message}}))
+        .into_response()
+}
+
+fn rpc_result(req: &Value, result: Value) -> Response {
+    Json(json!({"jsonrpc": "2.0", "id": req["id"], "result": result})).into_response()
+}
+
+async fn dispatch(s: Arc<Shared>, req: Value, v1: bool) -> Response {
+    let method = req["method"].as_str().unwrap_or_default();
+    let params = &req["params"];
+    let behaviour = *lock(&s.behaviour);
+    match (method, v1) {
+        ("SendMessage", true) | ("message/send", false) => {
+            let non_blocking = if v1 {
+                params["configuration"]["returnImmediately"].as_bool() == Some(true)
+            } else {
+                params["configuration"]["blocking"].as_bool() == Some(false)
+            };
+            let (task_id, updates) = match begin_turn(&s, &params["message"], v1) {
+                Ok(turn) => turn,
+                Err((code, msg)) => return rpc_error(&req, code, msg),
+            };
+            if non_blocking {
+                // A new task answers `submitted`; a follow-up answers `working` at once.
+                let follow_up = !params["message"]["taskId"].is_null();
+                let mut rest = updates.into_iter();
+                if follow_up {
+                    if let Some(u) = rest.next() {
+                        apply(&s, &task_id, &u, behaviour);
+                    }
+                }
+                let rest: Vec<Update> = rest.collect();
+                let (s2, id2) = (s.clone(), task_id.clone());
+                tokio::spawn(async move {
+                    for u in rest {
+                        tokio::time::sleep(s2.config.step_delay).await;
+                        apply(&s2, &id2, &u, behaviour);
+                        notify(&s2, &id2, &u).await;
+                    }
+                });
+            } else {
+                for u in &updates {
+                    apply(&s, &task_id, u, behaviour);
+                    notify(&s, &task_id, u).await;
+                }
+            }
+            let task = task_json(&s, &task_id, v1, behaviour);
+            rpc_result(&req, if v1 { json!({"task": task}) } else { task })
+        }
+        ("SendStreamingMessage", true) | ("message/stream", false) => {
+            if behaviour == Behaviour::StreamingPlainJson {
+                let (task_id, updates) = match begin_turn(&s, &params["message"], v1) {
+                    Ok(turn) => turn,
+                    Err((code, msg)) => return rpc_error(&req, code, msg),
+                };
+                for u in &updates {
+                    apply(&s, &task_id, u, behaviour);
+                }
+                let task = task_json(&s, &task_id, v1, behaviour);
+                return rpc_result(&req, if v1 { json!({"task": task}) } else { task });
+            }
+            stream(s, req, v1, behaviour)
+        }
+        ("GetTask", true) | ("tasks/get", false) => {
+            let id = params["id"].as_str().unwrap_or_default();
+            if !lock(&s.tasks).contains_key(id) {
+                return rpc_error(&req, -32001, "Task not found");
+            }
+            rpc_result(&req, task_json(&s, id, v1, behaviour))
+        }
+        ("CancelTask", true) | ("tasks/cancel", false) => {
+            let id = params["id"].as_str().unwrap_or_default().to_string();
+            let cancel = Update::Status {
+                state: "canceled",
+                timestamp: true,
+                message: None,
+            };
+            {
+                let tasks = lock(&s.tasks);
+                match tasks.get(&id) {
+                    None => return rpc_error(&req, -32001, "Task not found"),
+                    Some(t) if is_terminal(t.state) => {
+                        return rpc_error(&req, -32002, "Task cannot be canceled");
+                    }
+                    Some(_) => {}
+                }
+            }
+            apply(&s, &id, &cancel, behaviour);
+            rpc_result(&req, task_json(&s, &id, v1, behaviour))
+        }
+        ("CreateTaskPushNotificationConfig", true)
+        | ("tasks/pushNotificationConfig/set", false) => {
+            if !s.config.push {
+                return rpc_error(&req, -32003, "Push notifications are not supported");
+            }
+            if behaviour == Behaviour::PushRegistration500 {
+                return (StatusCode::INTERNAL_SERVER_ERROR, "push store unavailable")
+                    .into_response();
+            }
+            let task_id = params["taskId"].as_str().unwrap_or_default().to_string();
+            let config = if v1 {
+                params.clone()
+            } else {
+                params["pushNotificationConfig"].clone()
+            };
+            let push = Push {
+                url: config["url"].as_str().unwrap_or_default().to_string(),
+                token: config["token"].as_str().unwrap_or_default().to_string(),
+                v1,
+            };
+            lock(&s.pushes).insert(task_id, push);
+            rpc_result(&req, params.clone())
+        }
+        _ => rpc_error(&req, -32601, "Method not found"),
+    }
+}
+
+/// Starts a turn: a new task (submitted) or a follow-up on an interrupted one. Returns the
+/// task id and the updates to play.
+fn begin_turn(
+    s: &Shared,
+    message: &Value,
+    v1: bool,
+) -> Result<(String, Vec<Update>), (i64, &'static str)> {
+    let text = message["parts"][0]["text"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    let behaviour = *lock(&s.behaviour);
+    let mut tasks = lock(&s.tasks);
+    let mut updates = Vec::new();
+    let task_id = match message["taskId"].as_str() {
+        Some(id) => {
+            let task = tasks.get_mut(id).ok_or((-32001, "Task not found"))?;
+            if is_terminal(task.state) {
+                return Err((-32004, "Task is in a terminal state"));
+            }
+            task.history.push(message.clone());
+            id.to_string()
+        }
+        None => {
+            let id = uuid::Uuid::new_v4().to_string();
+            let context_id = message["contextId"]
+                .as_str()
+                .map_or_else(|| uuid::Uuid::new_v4().to_string(), str::to_string);
+            tasks.insert(
+                id.clone(),
+                Task {
+                    id: id.clone(),
+                    context_id,
+                    state: "submitted",
+                    timestamp: Some(time::format(time::now())),
+                    history: vec![message.clone()],
+                    artifacts: Vec::new(),
+                },
+            );
+            id
+        }
+    };
+    let _ = v1;
+    updates.push(Update::Status {
+        state: "working",
+        timestamp: true,
+        message: None,
+    });
+    if behaviour == Behaviour::NeverFinishes {
+        return Ok((task_id, updates));
+    }
+    if text.contains("need-input") {
+        updates.push(Update::Status {
+            state: "input-required",
+            timestamp: true,
+            message: Some("more input, please"),
+        });
+    } else {
+        updates.push(Update::Artifact(format!("echo: {text}")));
+        updates.push(Update::Status {
+            state: if text.contains("fail") {
+                "failed"
+            } else {
+                "completed"
+            },
+            timestamp: behaviour != Behaviour::NoTerminalTimestamp,
+            message: None,
+        });
+    }
+    Ok((task_id, updates))
+}
+
+fn is_terminal(state: &str) -> bool {
+    matches!(state, "completed" | "failed" | "canceled" | "rejected")
+}
+
+/// Applies an update to the stored task.
+fn apply(s: &Shared, task_id: &str, update: &Update, _behaviour: Behaviour) {
+    let mut tasks = lock(&s.tasks);
+    let Some(task) = tasks.get_mut(task_id) else {
+        return;
+    };
+    match update {
+        Update::Status {
+            state,
+            timestamp,
+            message,
+        } => {
+            if is_terminal(task.state) {
+                return;
+            }
+            task.state = state;
+            task.timestamp = timestamp.then(|| time::format(time::now()));
+            // Every status change leaves an agent message in the history, so its length grows
+            // with each transition (what stateTransitionHistory promises).
+            let text = message.unwrap_or(state);
+            task.history.push(json!({"role": "agent", "text": text}));
+        }
+        Update::Artifact(text) => task
+            .artifacts
+            .push(json!({"artifactId": uuid::Uuid::new_v4().to_string(), "text": text})),
+    }
+}
+
+fn v1_state(state: &str) -> String {
+    format!(
+        "TASK_STATE_{}",
+        state.to_ascii_uppercase().replace('-', "_")
+    )
+}
+
+fn message_json(m: &Value, v1: bool, task: &Task) -> Value {
+    let text = m["parts"][0]["text"]
+        .as_str()
+        .or(m["text"].as_str())
+        .unwrap_or_default();
+    let role = m["role"].as_str().unwrap_or("agent");
+    let agent = role == "agent" || role == "ROLE_AGENT";
+    if v1 {
+        json!({"messageId": uuid::Uuid::new_v4().to_string(), "role": if agent { "ROLE_AGENT" } else { "ROLE_USER" },
+               "parts": [{"text": text}], "taskId": task.id, "contextId": task.context_id})
+    } else {
+        json!({"kind": "message", "messageId": uuid::Uuid::new_v4().to_string(), "role": if agent { "agent" } else { "user" },
+               "parts": [{"kind": "text", "text": text}], "taskId": task.id, "contextId": task.context_id})
+    }
+}
+
+fn status_json(state: &str, timestamp: Option<&String>, v1: bool) -> Value {
+    let mut status = json!({"state": if v1 { v1_state(state) } else { state.to_string() }});
+    if let Some(ts) = timestamp {
+        status["timestamp"] = ts.clone().into();
+    }
+    status
+}
+
+fn task_json(s: &Shared, task_id: &str, v1: bool, behaviour: Behaviour) -> Value {
+    let tasks = lock(&s.tasks);
+    let Some(task) = tasks.get(task_id) else {
+        return Value::Null;
+    };
+    let history: Vec<Value> = if behaviour == Behaviour::StuckHistory {
+        task.history
+            .iter()
+            .take(1)
+            .map(|m| message_json(m, v1, task))
+            .collect()
+    } else {
+        task.history
+            .iter()
+            .map(|m| message_json(m, v1, task))
+            .collect()
+    };
+    let artifacts: Vec<Value> = task
+        .artifacts
+        .iter()
+        .map(|a| if v1 { json!({"artifactId": a["artifactId"], "parts": [{"text": a["text"]}]}) } else { json!({"artifactId": a["artifactId"], "parts": [{"kind": "text", "text": a["text"]}]}) })
+        .collect();
+    let mut out = json!({
+        "id": task.id, "contextId": task.context_id,
+        "status": status_json(task.state, task.timestamp.as_ref(), v1),
+        "history": history, "artifacts": artifacts,
+    });
+    if !v1 {
+        out["kind"] = "task".into();
+    }
+    out
+}
+
+/// The stream event for an update, in the wire's shape.
+fn event_json(s: &Shared, task_id: &str, update: &Update, v1: bool) -> Value {
+    let tasks = lock(&s.tasks);
+    let Some(task) = tasks.get(task_id) else {
+        return Value::Null;
+    };
+    match update {
+        Update::Status {
+            state, timestamp, ..
+        } => {
+            let ts = if *timestamp {
+                task.timestamp
+                    .clone()
+                    .or_else(|| Some(time::format(time::now())))
+            } else {
+                None
+            };
+            let status = status_json(state, ts.as_ref(), v1);
+            if v1 {
+                json!({"statusUpdate": {"taskId": task.id, "contextId": task.context_id, "status": status}})
+            } else {
+                json!({"kind": "status-update", "taskId": task.id, "contextId": task.context_id, "status": status, "final": is_terminal(state) || *state == "input-required"})
+            }
+        }
+        Update::Artifact(text) => {
+            let artifact = if v1 {
+                json!({"artifactId": uuid::Uuid::new_v4().to_string(), "parts": [{"text": text}]})
+            } else {
+                json!({"artifactId": uuid::Uuid::new_v4().to_string(), "parts": [{"kind": "text", "text": text}]})
+            };
+            if v1 {
+                json!({"artifactUpdate": {"taskId": task.id, "contextId": task.context_id, "artifact": artifact, "lastChunk": true}})
+            } else {
+                json!({"kind": "artifact-update", "taskId": task.id, "contextId": task.context_id, "artifact": artifact, "lastChunk": true})
+            }
+        }
+    }
+}
+
+/// Delivers an update to the task's registered webhook, if any.
+async fn notify(s: &Shared, task_id: &str, update: &Update) {
+    let target = lock(&s.pushes)
+        .get(task_id)
+        .map(|p| (p.url.clone(), p.token.clone(), p.v1));
+    let Some((url, token, v1)) = target else {
+        return;
+    };
+    let body = if v1 {
+        event_json(s, task_id, update, true)
+    } else {
+        task_json(s, task_id, false, Behaviour::Conformant)
+    };
+    let _ = s
+        .http
+        .post(url)
+        .header("X-A2A-Notification-Token", token)
+        .json(&body)
+        .timeout(Duration::from_secs(5))
+        .send()
+        .await;
+}
+
+fn stream(s: Arc<Shared>, req: Value, v1: bool, behaviour: Behaviour) -> Response {
+    let (task_id, mut updates) = match begin_turn(&s, &req["params"]["message"], v1) {
+        Ok(turn) => turn,
+        Err((code, msg)) => return rpc_error(&req, code, msg),
+    };
+    let is_new = req["params"]["message"]["taskId"].is_null();
+    match behaviour {
+        Behaviour::TwoTerminalEvents => {
+            if let Some(last) = updates.last().cloned() {
+                updates.push(last);
+            }
+        }
+        Behaviour::EventAfterTerminal => updates.push(Update::Artifact("late".into())),
+        _ => {}
+    }
+    let (tx, rx) = mpsc::channel::<String>(16);
+    let id = req["id"].clone();
+    tokio::spawn(async move {
+        let frame = |result: Value| {
+            format!(
+                "data: {}\n\n",
+                json!({"jsonrpc": "2.0", "id": id, "result": result})
+            )
+        };
+        if is_new {
+            let task = task_json(&s, &task_id, v1, behaviour);
+            let _ = tx
+                .send(frame(if v1 { json!({"task": task}) } else { task }))
+                .await;
+        }
+        for (i, u) in updates.iter().enumerate() {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+            apply(&s, &task_id, u, behaviour);
+            let event = event_json(&s, &task_id, u, v1);
+            notify(&s, &task_id, u).await;
+            if tx.send(frame(event)).await.is_err() {
+                return;
+            }
+            if behaviour == Behaviour::MalformedSse && i == 0 {
+                let _ = tx.send("data: {this is not json\n\n".into()).await;
+            }
+        }
+        if behaviour == Behaviour::NeverFinishes {
+            // Hold the stream open until the client gives up.
+            tokio::time::sleep(Duration::from_secs(300)).await;
+        }
+    });
+    let body = Body::from_stream(tokio_stream_from(rx).map(Ok::<_, std::io::Error>));
+    (
+        [
+            (header::CONTENT_TYPE, "text/event-stream"),
+            (header::CACHE_CONTROL, "no-cache"),
+        ],
+        body,
+    )
+        .into_response()
+}
+
+fn tokio_stream_from(mut rx: mpsc::Receiver<String>) -> impl futures::Stream<Item = String> {
+    futures::stream::poll_fn(move |cx| rx.poll_recv(cx))
+}

@@ -1,0 +1,341 @@
+//! Probe runs: requesting one, and reading what it observed.
+
+use std::collections::BTreeMap;
+
+use axum::extract::State;
+use axum::http::StatusCode;
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use utoipa::{IntoParams, ToSchema};
+use uuid::Uuid;
+
+use super::callees::{OPERATOR, page_size};
+use super::error::{ApiError, ErrorBody};
+use super::extract::{Json, Path, Query};
+use super::ledger::EventView;
+use crate::app::AppState;
+use crate::domain::decision::CapabilityOutcome;
+use crate::domain::ids::{CalleeId, ProbeRunId};
+use crate::domain::probe::{Finding, ProbeRun, Transition};
+use crate::domain::version::ProtocolVersion;
+use crate::service::probe;
+
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ProbeRequest {
+    /// The subject's `Major.Minor`; required when the callee offers several.
+    #[schema(example = "1.0")]
+    pub protocol_version: Option<String>,
+}
+
+/// A probe run, without its evidence.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ProbeRunSummary {
+    pub id: Uuid,
+    pub callee_id: Uuid,
+    pub protocol_version: String,
+    /// `queued`, `running`, `finished` or `aborted` (cut short; never promotes).
+    pub status: String,
+    pub reason: String,
+    pub requested_by: String,
+    pub created_at: DateTime<Utc>,
+    pub started_at: Option<DateTime<Utc>>,
+    pub finished_at: Option<DateTime<Utc>>,
+    pub interface_url: Option<String>,
+    /// `json-rpc-v1`, `json-rpc-v03` or `rest-v1`.
+    pub wire: Option<String>,
+    /// Whether the cycle passed (finished runs only).
+    pub passed: Option<bool>,
+    pub error: Option<String>,
+}
+
+/// A probe run with everything it observed.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ProbeRunView {
+    #[serde(flatten)]
+    pub summary: ProbeRunSummary,
+    pub verdict: Option<VerdictView>,
+    /// Every observed task status, in order.
+    pub transitions: Vec<TransitionView>,
+    /// Per capability: `passed`, `failed`, `not-advertised` or `not-exercised`, with a reason.
+    pub capabilities: BTreeMap<String, CapabilityView>,
+    pub findings: Vec<FindingView>,
+    /// The ledger events this run appended.
+    pub ledger_events: Vec<EventView>,
+    /// Every request and response body and SSE frame, as exchanged.
+    #[schema(value_type = Vec<Object>)]
+    pub exchanges: serde_json::Value,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct VerdictView {
+    pub passed: bool,
+    /// What kept the cycle from passing.
+    pub reasons: Vec<String>,
+    /// Demotion triggers observed (`timestamp`, `history`, `push`, `terminal`) and why.
+    pub triggers: Vec<TriggerView>,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct TriggerView {
+    pub class: String,
+    pub reason: String,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct TransitionView {
+    /// `lifecycle`, `push` or `cancel`.
+    pub task: String,
+    /// `response`, `stream`, `get` or `push`.
+    pub source: String,
+    pub call: u32,
+    pub state: String,
+    /// The state exactly as sent.
+    pub raw_state: String,
+    /// `status.timestamp` exactly as sent.
+    pub timestamp: Option<String>,
+    /// Whether the timestamp is RFC 3339 UTC.
+    pub timestamp_valid: bool,
+    pub history_len: Option<usize>,
+    pub task_id: Option<String>,
+    pub context_id: Option<String>,
+    pub observed_at: DateTime<Utc>,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct CapabilityView {
+    pub status: String,
+    pub reason: Option<String>,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct FindingView {
+    /// Stable code, e.g. `LC-TERMINAL-NO-TIMESTAMP`.
+    pub code: String,
+    /// `must`, `should` or `policy`.
+    pub level: String,
+    /// `pass`, `fail` or `not-exercised`.
+    pub status: String,
+    pub message: String,
+    /// The demotion class a failure triggers.
+    pub trigger: Option<String>,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ProbeRunPage {
+    /// Newest first.
+    pub items: Vec<ProbeRunSummary>,
+    pub next_before: Option<Uuid>,
+}
+
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+#[serde(deny_unknown_fields)]
+pub struct ProbeQuery {
+    /// Page size, 1 to 200 (default 50).
+    pub limit: Option<u32>,
+    /// Cursor: the `next_before` of the previous page.
+    pub before: Option<Uuid>,
+}
+
+fn text<T: Serialize>(value: &T) -> String {
+    serde_json::to_value(value)
+        .ok()
+        .and_then(|v| v.as_str().map(str::to_string))
+        .unwrap_or_default()
+}
+
+impl From<&ProbeRun> for ProbeRunSummary {
+    fn from(r: &ProbeRun) -> Self {
+        Self {
+            id: r.id.0,
+            callee_id: r.callee_id.0,
+            protocol_version: r.protocol_version.to_string(),
+            status: r.status.as_str().to_string(),
+            reason: r.reason.clone(),
+            requested_by: r.requested_by.clone(),
+            created_at: r.created_at,
+            started_at: r.started_at,
+            finished_at: r.finished_at,
+            interface_url: r.interface_url.clone(),
+            wire: r.wire.clone(),
+            passed: r.passed,
+            error: r.error.clone(),
+        }
+    }
+}
+
+impl From<&Transition> for TransitionView {
+    fn from(t: &Transition) -> Self {
+        Self {
+            task: text(&t.role),
+            source: t.source.to_string(),
+            call: t.call,
+            state: t.state.to_string(),
+            raw_state: t.raw_state.clone(),
+            timestamp: t.timestamp.clone(),
+            timestamp_valid: t.parsed_timestamp.is_some(),
+            history_len: t.history_len,
+            task_id: t.task_id.clone(),
+            context_id: t.context_id.clone(),
+            observed_at: t.observed_at,
+        }
+    }
+}
+
+impl From<&Finding> for FindingView {
+    fn from(f: &Finding) -> Self {
+        Self {
+            code: f.code.clone(),
+            level: text(&f.level),
+            status: text(&f.status),
+            message: f.message.clone(),
+            trigger: f.trigger.map(|c| c.as_str().to_string()),
+        }
+    }
+}
+
+impl From<&CapabilityOutcome> for CapabilityView {
+    fn from(c: &CapabilityOutcome) -> Self {
+        let (status, reason) = match c {
+            CapabilityOutcome::Passed => ("passed", None),
+            CapabilityOutcome::Failed { reason } => ("failed", Some(reason.clone())),
+            CapabilityOutcome::NotAdvertised => ("not-advertised", None),
+            CapabilityOutcome::NotExercised { reason } => ("not-exercised", Some(reason.clone())),
+        };
+        Self {
+            status: status.into(),
+            reason,
+        }
+    }
+}
+
+/// Queue a probe cycle of one subject. One probe per subject runs at a time.
+#[utoipa::path(post, path = "/v1/callees/{id}/probes", tag = "probes", request_body = ProbeRequest,
+    params(("id" = Uuid, Path, description = "Callee id")),
+    responses(
+        (status = 202, description = "Queued; poll GET /v1/probes/{id}", body = ProbeRunSummary),
+        (status = 400, description = "Malformed body, or a version is needed", body = ErrorBody),
+        (status = 404, description = "No such callee", body = ErrorBody),
+        (status = 409, description = "A probe of this subject is queued or running (named), or its card is untrusted", body = ErrorBody),
+    ))]
+pub async fn create_probe(
+    State(app): State<AppState>,
+    Path(id): Path<Uuid>,
+    Json(body): Json<ProbeRequest>,
+) -> Result<(StatusCode, Json<ProbeRunSummary>), ApiError> {
+    let version = body
+        .protocol_version
+        .map(|v| {
+            ProtocolVersion::parse_exact(&v)
+                .map_err(|e| ApiError::invalid(format!("protocol_version: {e}")))
+        })
+        .transpose()?;
+    let run = probe::request(
+        &app.store,
+        CalleeId(id),
+        version,
+        "operator",
+        OPERATOR,
+        app.now(),
+    )
+    .await?;
+    app.wake.notify_one();
+    Ok((StatusCode::ACCEPTED, Json((&run).into())))
+}
+
+/// A callee's probe runs, newest first.
+#[utoipa::path(get, path = "/v1/callees/{id}/probes", tag = "probes",
+    params(("id" = Uuid, Path, description = "Callee id"), ProbeQuery),
+    responses(
+        (status = 200, description = "Probe runs", body = ProbeRunPage),
+        (status = 400, description = "Bad parameters", body = ErrorBody),
+        (status = 404, description = "No such callee", body = ErrorBody),
+    ))]
+pub async fn list_probes(
+    State(app): State<AppState>,
+    Path(id): Path<Uuid>,
+    Query(q): Query<ProbeQuery>,
+) -> Result<Json<ProbeRunPage>, ApiError> {
+    let callee_id = CalleeId(id);
+    let limit = page_size(q.limit)?;
+    app.store
+        .callee(callee_id)
+        .await
+        .map_err(|e| crate::service::callees::not_found(e, callee_id))?;
+    let runs = app
+        .store
+        .probe_runs(callee_id, q.before.map(ProbeRunId), limit)
+        .await?;
+    let next_before = (runs.len() == limit as usize)
+        .then(|| runs.last().map(|r| r.id.0))
+        .flatten();
+    Ok(Json(ProbeRunPage {
+        items: runs.iter().map(Into::into).collect(),
+        next_before,
+    }))
+}
+
+/// One probe run: status, transitions, capability results, findings, verdict, the ledger
+/// events it caused, and every exchange.
+#[utoipa::path(get, path = "/v1/probes/{id}", tag = "probes",
+    params(("id" = Uuid, Path, description = "Probe run id")),
+    responses(
+        (status = 200, description = "The probe run", body = ProbeRunView),
+        (status = 400, description = "Malformed id", body = ErrorBody),
+        (status = 404, description = "No such probe run", body = ErrorBody),
+    ))]
+pub async fn get_probe(
+    State(app): State<AppState>,
+    Path(id): Path<Uuid>,
+) -> Result<Json<ProbeRunView>, ApiError> {
+    let run = probe::get(&app.store, ProbeRunId(id)).await?;
+    let mut ledger_events = Vec::new();
+    for seq in &run.ledger_seqs {
+        ledger_events.extend(
+            app.store
+                .ledger(Some(run.callee_id), seq - 1, 1)
+                .await?
+                .into_iter()
+                .map(EventView::from),
+        );
+    }
+    let judgement = run.judgement.as_ref();
+    Ok(Json(ProbeRunView {
+        summary: (&run).into(),
+        verdict: judgement.map(|j| VerdictView {
+            passed: j.verdict.passed,
+            reasons: j.verdict.reasons.clone(),
+            triggers: j
+                .verdict
+                .triggers
+                .iter()
+                .map(|(c, r)| TriggerView {
+                    class: c.as_str().to_string(),
+                    reason: r.clone(),
+                })
+                .collect(),
+        }),
+        transitions: run
+            .observations
+            .iter()
+            .flat_map(|o| o.transitions.iter().map(Into::into))
+            .collect(),
+        capabilities: judgement
+            .map(|j| {
+                j.capabilities
+                    .iter()
+                    .map(|(k, v)| (k.to_string(), v.into()))
+                    .collect()
+            })
+            .unwrap_or_default(),
+        findings: judgement
+            .map(|j| j.findings.iter().map(Into::into).collect())
+            .unwrap_or_default(),
+        ledger_events,
+        exchanges: run
+            .transcript
+            .clone()
+            .unwrap_or(serde_json::Value::Array(Vec::new())),
+    }))
+}

@@ -1,0 +1,581 @@
+//! An evidence-first A2A client: v1.0 JSON-RPC, v0.3 JSON-RPC and v1.0 HTTP+JSON, chosen by
+//! the subject's version and the card's interface. Every request and response body, every SSE
+//! frame with its receive time, and the headers that matter are kept in a transcript; nothing
+//! is parsed strictly here (that is `domain::probe::events`'s lenient job).
+
+use std::time::Duration;
+
+use reqwest::header::{ACCEPT, CONTENT_TYPE, HeaderMap, HeaderValue};
+use serde::Serialize;
+use serde_json::{Value, json};
+use tokio::time::Instant;
+use url::Url;
+
+use super::sse::{Frame, SseLimits, SseReader};
+use super::{Outbound, read_capped};
+use crate::domain::time::{self, Timestamp};
+use crate::domain::version::ProtocolVersion;
+
+/// Which wire format to speak.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Wire {
+    /// v1.0 JSON-RPC: `SendMessage`…, `A2A-Version: 1.0` on every call.
+    JsonRpcV1,
+    /// v0.2/v0.3 JSON-RPC: `message/send`…, lowercase states, `kind`, no version header.
+    JsonRpcV03,
+    /// v1.0 HTTP+JSON: `POST /message:send`….
+    RestV1,
+}
+
+impl Wire {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Wire::JsonRpcV1 => "json-rpc-v1",
+            Wire::JsonRpcV03 => "json-rpc-v03",
+            Wire::RestV1 => "rest-v1",
+        }
+    }
+
+    /// The wire for a subject version and interface binding, if cardgate speaks it.
+    pub fn for_interface(version: ProtocolVersion, binding: &str) -> Option<Self> {
+        match (version.is_pre_1_0(), binding.to_ascii_uppercase().as_str()) {
+            (true, "JSONRPC") => Some(Self::JsonRpcV03),
+            (false, "JSONRPC") => Some(Self::JsonRpcV1),
+            (false, "HTTP+JSON") => Some(Self::RestV1),
+            _ => None,
+        }
+    }
+}
+
+/// Bounds of each call.
+#[derive(Debug, Clone, Copy)]
+pub struct CallLimits {
+    pub max_body: usize,
+    pub timeout: Duration,
+    pub max_event_bytes: usize,
+    pub max_events: usize,
+    pub idle: Duration,
+}
+
+impl Default for CallLimits {
+    fn default() -> Self {
+        Self {
+            max_body: 256 * 1024,
+            timeout: Duration::from_secs(15),
+            max_event_bytes: 256 * 1024,
+            max_events: 200,
+            idle: Duration::from_secs(10),
+        }
+    }
+}
+
+/// One exchange, as it happened.
+#[derive(Debug, Clone, Serialize)]
+pub struct Exchange {
+    pub call: u32,
+    pub step: String,
+    pub method: String,
+    pub url: String,
+    pub request: Value,
+    pub started_at: Timestamp,
+    pub elapsed_ms: u64,
+    pub status: Option<u16>,
+    pub content_type: Option<String>,
+    /// The response body: JSON when it parsed, else `{"raw": "<text>"}`.
+    pub response: Option<Value>,
+    pub frames: Vec<FrameRecord>,
+    pub error: Option<String>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct FrameRecord {
+    pub received_at: Timestamp,
+    pub event: Option<String>,
+    pub data: String,
+}
+
+/// What a call produced.
+#[derive(Debug, Clone)]
+pub enum Answer {
+    /// The A2A result object (JSON-RPC `result`, or the REST body).
+    Result(Value),
+    /// A JSON-RPC error, or a REST error status with its body.
+    Error { code: i64, message: String },
+    /// No usable answer: transport failure, non-JSON, wrong shape.
+    Broken(String),
+}
+
+/// An open streaming call.
+pub enum Streamed {
+    Events {
+        call: u32,
+        reader: Box<SseReader>,
+        content_type: Option<String>,
+    },
+    /// Not an event stream: the plain answer instead.
+    Plain {
+        call: u32,
+        content_type: Option<String>,
+        answer: Answer,
+    },
+}
+
+/// What the probe sends.
+#[derive(Debug, Clone)]
+pub struct Outgoing<'a> {
+    pub text: &'a str,
+    pub task_id: Option<&'a str>,
+    pub context_id: Option<&'a str>,
+    /// Return at once instead of blocking until a terminal or interrupted state.
+    pub non_blocking: bool,
+}
+
+pub struct A2aClient {
+    outbound: Outbound,
+    url: Url,
+    wire: Wire,
+    limits: CallLimits,
+    next_call: u32,
+    transcript: Vec<Exchange>,
+}
+
+impl A2aClient {
+    pub fn new(outbound: Outbound, url: Url, wire: Wire, limits: CallLimits) -> Self {
+        Self {
+            outbound,
+            url,
+            wire,
+            limits,
+            next_call: 0,
+            transcript: Vec::new(),
+        }
+    }
+
+    pub fn wire(&self) -> Wire {
+        self.wire
+    }
+
+    pub fn transcript(&self) -> &[Exchange] {
+        &self.transcript
+    }
+
+    pub fn into_transcript(self) -> Vec<Exchange> {
+        self.transcript
+    }
+
+    /// Records a frame of an open stream in its exchange.
+    pub fn record_frame(&mut self, call: u32, frame: &Frame) {
+        if let Some(ex) = self.transcript.iter_mut().find(|e| e.call == call) {
+            ex.frames.push(FrameRecord {
+                received_at: frame.received_at,
+                event: frame.event.clone(),
+                data: frame.data.clone(),
+            });
+        }
+    }
+
+    /// Records how an open stream ended.
+    pub fn record_stream_end(&mut self, call: u32, end: &str, started: Instant) {
+        if let Some(ex) = self.transcript.iter_mut().find(|e| e.call == call) {
+            ex.elapsed_ms = started.elapsed().as_millis() as u64;
+            ex.error = Some(format!("stream ended: {end}"));
+        }
+    }
+
+    fn message(&self, out: &Outgoing<'_>) -> Value {
+        let mut message = match self.wire {
+            Wire::JsonRpcV03 => json!({
+                "kind": "message", "messageId": uuid::Uuid::new_v4().to_string(), "role": "user",
+                "parts": [{"kind": "text", "text": out.text}],
+            }),
+            Wire::JsonRpcV1 | Wire::RestV1 => json!({
+                "messageId": uuid::Uuid::new_v4().to_string(), "role": "ROLE_USER", "parts": [{"text": out.text}],
+            }),
+        };
+        if let Some(task_id) = out.task_id {
+            message["taskId"] = task_id.into();
+        }
+        if let Some(context_id) = out.context_id {
+            message["contextId"] = context_id.into();
+        }
+        let configuration = match self.wire {
+            Wire::JsonRpcV03 => json!({ "blocking": !out.non_blocking }),
+            Wire::JsonRpcV1 | Wire::RestV1 => json!({ "returnImmediately": out.non_blocking }),
+        };
+        json!({ "message": message, "configuration": configuration })
+    }
+
+    /// SendMessage / message/send.
+    pub async fn send(&mut self, step: &str, out: &Outgoing<'_>) -> (u32, Answer) {
+        let params = self.message(out);
+        self.call(step, Op::Send, params).await
+    }
+
+    /// GetTask / tasks/get, with the full history unless `history_length` says otherwise.
+    pub async fn get_task(
+        &mut self,
+        step: &str,
+        task_id: &str,
+        history_length: Option<u32>,
+    ) -> (u32, Answer) {
+        let mut params = json!({ "id": task_id });
+        if let Some(n) = history_length {
+            params["historyLength"] = n.into();
+        }
+        self.call(step, Op::Get(task_id.to_string(), history_length), params)
+            .await
+    }
+
+    /// CancelTask / tasks/cancel.
+    pub async fn cancel(&mut self, step: &str, task_id: &str) -> (u32, Answer) {
+        self.call(
+            step,
+            Op::Cancel(task_id.to_string()),
+            json!({ "id": task_id }),
+        )
+        .await
+    }
+
+    /// Registers a push webhook for a task.
+    pub async fn set_push(
+        &mut self,
+        step: &str,
+        task_id: &str,
+        url: &str,
+        token: &str,
+    ) -> (u32, Answer) {
+        let params = match self.wire {
+            Wire::JsonRpcV03 => {
+                json!({ "taskId": task_id, "pushNotificationConfig": { "url": url, "token": token } })
+            }
+            Wire::JsonRpcV1 | Wire::RestV1 => {
+                json!({ "taskId": task_id, "url": url, "token": token })
+            }
+        };
+        self.call(step, Op::SetPush(task_id.to_string()), params)
+            .await
+    }
+
+    /// SendStreamingMessage / message/stream. The caller reads the frames within `deadline`.
+    pub async fn stream(&mut self, step: &str, out: &Outgoing<'_>, deadline: Instant) -> Streamed {
+        let params = self.message(out);
+        let (call, request) = match self.build(step, &Op::Stream, params) {
+            Ok(built) => built,
+            Err(answer) => {
+                return Streamed::Plain {
+                    call: self.next_call - 1,
+                    content_type: None,
+                    answer,
+                };
+            }
+        };
+        let started = Instant::now();
+        let response = match self
+            .outbound
+            .send(request.header(ACCEPT, "text/event-stream"))
+            .await
+        {
+            Ok(r) => r,
+            Err(e) => {
+                let answer = Answer::Broken(e.to_string());
+                self.finish(call, started, None, None, None, Some(e.to_string()));
+                return Streamed::Plain {
+                    call,
+                    content_type: None,
+                    answer,
+                };
+            }
+        };
+        let status = response.status().as_u16();
+        let content_type = content_type(response.headers());
+        if status == 200
+            && content_type
+                .as_deref()
+                .is_some_and(|c| c.starts_with("text/event-stream"))
+        {
+            self.finish(
+                call,
+                started,
+                Some(status),
+                content_type.clone(),
+                None,
+                None,
+            );
+            let limits = SseLimits {
+                max_event_bytes: self.limits.max_event_bytes,
+                max_events: self.limits.max_events,
+                idle: self.limits.idle,
+                deadline,
+            };
+            return Streamed::Events {
+                call,
+                reader: Box::new(SseReader::new(response, limits)),
+                content_type,
+            };
+        }
+        let (body, error) = match read_capped(response, self.limits.max_body).await {
+            Ok(b) => (Some(body_value(&b)), None),
+            Err(e) => (None, Some(e.to_string())),
+        };
+        let answer = self.interpret(status, body.as_ref(), error.as_deref());
+        self.finish(
+            call,
+            started,
+            Some(status),
+            content_type.clone(),
+            body,
+            error,
+        );
+        Streamed::Plain {
+            call,
+            content_type,
+            answer,
+        }
+    }
+
+    async fn call(&mut self, step: &str, op: Op, params: Value) -> (u32, Answer) {
+        let (call, request) = match self.build(step, &op, params) {
+            Ok(built) => built,
+            Err(answer) => return (self.next_call - 1, answer),
+        };
+        let started = Instant::now();
+        let result = tokio::time::timeout(self.limits.timeout, async {
+            let response = self
+                .outbound
+                .send(request)
+                .await
+                .map_err(|e| e.to_string())?;
+            let status = response.status().as_u16();
+            let content_type = content_type(response.headers());
+            let body = read_capped(response, self.limits.max_body)
+                .await
+                .map_err(|e| e.to_string())?;
+            Ok::<_, String>((status, content_type, body))
+        })
+        .await
+        .unwrap_or_else(|_| {
+            Err(format!(
+                "no answer within {} s",
+                self.limits.timeout.as_secs()
+            ))
+        });
+        match result {
+            Ok((status, content_type, body)) => {
+                let body = body_value(&body);
+                let answer = self.interpret(status, Some(&body), None);
+                self.finish(call, started, Some(status), content_type, Some(body), None);
+                (call, answer)
+            }
+            Err(e) => {
+                self.finish(call, started, None, None, None, Some(e.clone()));
+                (call, Answer::Broken(e))
+            }
+        }
+    }
+
+    /// The HTTP request for an operation, recorded as a new exchange.
+    fn build(
+        &mut self,
+        step: &str,
+        op: &Op,
+        params: Value,
+    ) -> Result<(u32, reqwest::RequestBuilder), Answer> {
+        let call = self.next_call;
+        self.next_call += 1;
+        let (method, url, body, http_method) = match self.wire {
+            Wire::JsonRpcV1 | Wire::JsonRpcV03 => {
+                let method = op.jsonrpc_method(self.wire);
+                let body =
+                    json!({ "jsonrpc": "2.0", "id": call + 1, "method": method, "params": params });
+                (
+                    method.to_string(),
+                    self.url.clone(),
+                    Some(body),
+                    reqwest::Method::POST,
+                )
+            }
+            Wire::RestV1 => {
+                let (http_method, path, body) = op.rest(params);
+                let base = self.url.as_str().trim_end_matches('/');
+                let url = Url::parse(&format!("{base}{path}"))
+                    .map_err(|e| Answer::Broken(e.to_string()))?;
+                (format!("{http_method} {path}"), url, body, http_method)
+            }
+        };
+        self.transcript.push(Exchange {
+            call,
+            step: step.to_string(),
+            method,
+            url: url.to_string(),
+            request: body.clone().unwrap_or(Value::Null),
+            started_at: time::now(),
+            elapsed_ms: 0,
+            status: None,
+            content_type: None,
+            response: None,
+            frames: Vec::new(),
+            error: None,
+        });
+        let mut headers = HeaderMap::new();
+        if self.wire != Wire::JsonRpcV03 {
+            // v1.0 agents refuse calls without it; v0.3 compat layers refuse calls with it.
+            headers.insert("A2A-Version", HeaderValue::from_static("1.0"));
+        }
+        headers.insert(ACCEPT, HeaderValue::from_static("application/json"));
+        let mut request = self
+            .outbound
+            .client()
+            .request(http_method, url)
+            .headers(headers);
+        if let Some(body) = body {
+            request = request
+                .header(CONTENT_TYPE, "application/json")
+                .body(body.to_string());
+        }
+        Ok((call, request))
+    }
+
+    fn finish(
+        &mut self,
+        call: u32,
+        started: Instant,
+        status: Option<u16>,
+        content_type: Option<String>,
+        response: Option<Value>,
+        error: Option<String>,
+    ) {
+        if let Some(ex) = self.transcript.iter_mut().find(|e| e.call == call) {
+            ex.elapsed_ms = started.elapsed().as_millis() as u64;
+            ex.status = status;
+            ex.content_type = content_type;
+            ex.response = response;
+            ex.error = error;
+        }
+    }
+
+    /// Extracts the A2A result (or error) from a response body.
+    fn interpret(&self, status: u16, body: Option<&Value>, error: Option<&str>) -> Answer {
+        if let Some(e) = error {
+            return Answer::Broken(e.to_string());
+        }
+        let Some(body) = body else {
+            return Answer::Broken("no body".into());
+        };
+        match self.wire {
+            Wire::JsonRpcV1 | Wire::JsonRpcV03 => jsonrpc_result(status, body),
+            Wire::RestV1 if (200..300).contains(&status) => Answer::Result(body.clone()),
+            Wire::RestV1 => Answer::Error {
+                code: i64::from(status),
+                message: body
+                    .pointer("/error/message")
+                    .and_then(Value::as_str)
+                    .map_or_else(
+                        || format!("HTTP {status}"),
+                        |m| format!("HTTP {status}: {m}"),
+                    ),
+            },
+        }
+    }
+
+    /// Parses one SSE frame's data into the A2A result it carries.
+    pub fn frame_result(&self, frame: &Frame) -> Answer {
+        match serde_json::from_str::<Value>(&frame.data) {
+            Err(e) => Answer::Broken(format!("frame is not JSON: {e}")),
+            Ok(value) => match self.wire {
+                Wire::JsonRpcV1 | Wire::JsonRpcV03 => jsonrpc_result(200, &value),
+                Wire::RestV1 => Answer::Result(value),
+            },
+        }
+    }
+}
+
+/// The operations the probe uses.
+enum Op {
+    Send,
+    Stream,
+    Get(String, Option<u32>),
+    Cancel(String),
+    SetPush(String),
+}
+
+impl Op {
+    fn jsonrpc_method(&self, wire: Wire) -> &'static str {
+        let v1 = wire == Wire::JsonRpcV1;
+        match self {
+            Op::Send if v1 => "SendMessage",
+            Op::Send => "message/send",
+            Op::Stream if v1 => "SendStreamingMessage",
+            Op::Stream => "message/stream",
+            Op::Get(..) if v1 => "GetTask",
+            Op::Get(..) => "tasks/get",
+            Op::Cancel(_) if v1 => "CancelTask",
+            Op::Cancel(_) => "tasks/cancel",
+            Op::SetPush(_) if v1 => "CreateTaskPushNotificationConfig",
+            Op::SetPush(_) => "tasks/pushNotificationConfig/set",
+        }
+    }
+
+    /// Method, path and body for v1.0 HTTP+JSON (A2A §11.3).
+    fn rest(&self, params: Value) -> (reqwest::Method, String, Option<Value>) {
+        use reqwest::Method;
+        match self {
+            Op::Send => (Method::POST, "/message:send".into(), Some(params)),
+            Op::Stream => (Method::POST, "/message:stream".into(), Some(params)),
+            Op::Get(id, history) => {
+                let query = history
+                    .map(|n| format!("?historyLength={n}"))
+                    .unwrap_or_default();
+                (Method::GET, format!("/tasks/{}{query}", encode(id)), None)
+            }
+            Op::Cancel(id) => (
+                Method::POST,
+                format!("/tasks/{}:cancel", encode(id)),
+                Some(json!({})),
+            ),
+            Op::SetPush(id) => (
+                Method::POST,
+                format!("/tasks/{}/pushNotificationConfigs", encode(id)),
+                Some(params),
+            ),
+        }
+    }
+}
+
+fn encode(segment: &str) -> String {
+    url::form_urlencoded::byte_serialize(segment.as_bytes()).collect()
+}
+
+fn content_type(headers: &HeaderMap) -> Option<String> {
+    headers
+        .get(CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_string)
+}
+
+fn body_value(bytes: &[u8]) -> Value {
+    serde_json::from_slice(bytes)
+        .unwrap_or_else(|_| json!({ "raw": String::from_utf8_lossy(bytes) }))
+}
+
+fn jsonrpc_result(status: u16, body: &Value) -> Answer {
+    if let Some(result) = body.get("result") {
+        return Answer::Result(result.clone());
+    }
+    if let Some(error) = body.get("error") {
+        return Answer::Error {
+            code: error.get("code").and_then(Value::as_i64).unwrap_or(0),
+            message: error
+                .get("message")
+                .and_then(Value::as_str)
+                .unwrap_or("(no message)")
+                .to_string(),
+        };
+    }
+    if body.get("raw").is_some() {
+        return Answer::Broken(format!("HTTP {status}: the answer is not JSON"));
+    }
+    Answer::Broken(format!(
+        "HTTP {status}: a JSON-RPC answer needs `result` or `error`"
+    ))
+}

@@ -1,0 +1,564 @@
+//! One probe cycle against one interface: the lifecycle task (streamed when the card
+//! advertises streaming, polled otherwise, with follow-ups for `input-required` turns), the push
+//! task (webhook registered with a retry budget, deliveries awaited), and the optional cancel
+//! task. Store-free: it talks to the callee and to a [`PushInbox`], and returns what it saw.
+
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+use serde_json::Value;
+use tokio::time::Instant;
+use url::Url;
+
+use super::{ProbeSettings, Progress, PushInbox};
+use crate::domain::capability::Capability;
+use crate::domain::probe::events::{Event, classify};
+use crate::domain::probe::{
+    Observations, ProbeScript, PushRun, Source, StreamEnd, StreamRun, TaskIds, TaskRole, TaskState,
+    Transition,
+};
+use crate::domain::time;
+use crate::remote::a2a::{A2aClient, Answer, Outgoing, Streamed};
+use crate::remote::sse::SseEnd;
+
+/// What the cycle needs to know about its target.
+pub struct Target<'a> {
+    pub advertised: &'a BTreeSet<Capability>,
+    pub script: &'a ProbeScript,
+    /// The webhook URL for this run and its token.
+    pub push: Option<(Url, String)>,
+}
+
+pub struct Cycle<'a> {
+    client: &'a mut A2aClient,
+    settings: &'a ProbeSettings,
+    progress: &'a dyn Progress,
+    obs: Observations,
+    deadline: Instant,
+}
+
+impl<'a> Cycle<'a> {
+    pub fn new(
+        client: &'a mut A2aClient,
+        settings: &'a ProbeSettings,
+        progress: &'a dyn Progress,
+    ) -> Self {
+        Self {
+            deadline: Instant::now() + settings.deadline,
+            client,
+            settings,
+            progress,
+            obs: Observations::default(),
+        }
+    }
+
+    /// Runs every task of the cycle and returns the observations.
+    pub async fn run(mut self, target: &Target<'_>, inbox: &dyn PushInbox) -> Observations {
+        self.lifecycle(target).await;
+        if target.advertised.contains(&Capability::PushNotifications) {
+            self.push(target, inbox).await;
+        }
+        if let Some(text) = &target.script.cancel_message {
+            self.cancel(text).await;
+        }
+        self.obs
+    }
+
+    fn step(&self, message: String) {
+        self.progress.step(&message);
+    }
+
+    fn problem(&mut self, role: TaskRole, what: String) {
+        self.step(format!("  ! {what}"));
+        self.obs.problems.push((role, what));
+    }
+
+    /// Records an A2A object; returns the event if it was one.
+    fn observe(
+        &mut self,
+        role: TaskRole,
+        source: Source,
+        call: u32,
+        value: &Value,
+    ) -> Option<Event> {
+        match classify(value) {
+            Ok(event) => {
+                if let Some(t) = event.transition(role, source, call, time::now()) {
+                    self.step(format!(
+                        "  {} {}{}",
+                        source,
+                        t.state,
+                        if t.timestamp.is_some() {
+                            ""
+                        } else {
+                            " (no timestamp)"
+                        }
+                    ));
+                    self.obs.transitions.push(t);
+                }
+                if let Event::Task { id, context_id, .. } = &event {
+                    let ids = self.obs.tasks.entry(role).or_default();
+                    if ids.task_id.is_none() {
+                        ids.task_id.clone_from(id);
+                        ids.context_id.clone_from(context_id);
+                    }
+                }
+                Some(event)
+            }
+            Err(e) => {
+                self.problem(role, format!("{source} {call}: {e}"));
+                None
+            }
+        }
+    }
+
+    fn last_state(&self, role: TaskRole) -> Option<TaskState> {
+        self.obs
+            .transitions
+            .iter()
+            .rev()
+            .find(|t| t.role == role)
+            .map(|t| t.state)
+    }
+
+    fn ids(&self, role: TaskRole) -> TaskIds {
+        self.obs.tasks.get(&role).cloned().unwrap_or_default()
+    }
+
+    /// Handles a send's answer: a task (observed), a message (nothing to test), or an error.
+    fn answered(&mut self, role: TaskRole, call: u32, answer: Answer) -> bool {
+        match answer {
+            Answer::Result(value) => match self.observe(role, Source::Response, call, &value) {
+                Some(Event::Message { .. }) if self.ids(role).task_id.is_none() => {
+                    self.step("  answered with a Message: no task to follow".into());
+                    self.obs.message_only.push(role);
+                    false
+                }
+                Some(_) => true,
+                None => false,
+            },
+            Answer::Error { code, message } => {
+                self.problem(
+                    role,
+                    format!("call {call} answered error {code}: {message}"),
+                );
+                false
+            }
+            Answer::Broken(e) => {
+                self.problem(role, format!("call {call}: {e}"));
+                false
+            }
+        }
+    }
+
+    async fn lifecycle(&mut self, target: &Target<'_>) {
+        let streaming = target.advertised.contains(&Capability::Streaming);
+        let history = target
+            .advertised
+            .contains(&Capability::StateTransitionHistory);
+        self.step(format!(
+            "lifecycle task: {} `{}`",
+            if streaming {
+                "streaming send"
+            } else {
+                "send, then GetTask polling"
+            },
+            target.script.message
+        ));
+        let mut follow_ups = target.script.follow_ups.iter();
+        let mut text = target.script.message.as_str();
+        loop {
+            let ids = self.ids(TaskRole::Lifecycle);
+            let out = Outgoing {
+                text,
+                task_id: ids.task_id.as_deref(),
+                context_id: ids.context_id.as_deref(),
+                non_blocking: !streaming,
+            };
+            let alive = if streaming {
+                self.stream_turn(&out, history).await
+            } else {
+                let (call, answer) = self.client.send("lifecycle", &out).await;
+                self.answered(TaskRole::Lifecycle, call, answer)
+                    && self.poll(TaskRole::Lifecycle).await
+            };
+            if !alive {
+                return;
+            }
+            self.get(TaskRole::Lifecycle, "lifecycle: GetTask").await;
+            match self.last_state(TaskRole::Lifecycle) {
+                Some(s) if s.is_interrupted() => match follow_ups.next() {
+                    Some(next) => {
+                        self.step(format!(
+                            "  {s}: follow-up `{next}` with taskId and contextId"
+                        ));
+                        self.obs.follow_ups_sent += 1;
+                        text = next;
+                    }
+                    None => {
+                        self.step(format!(
+                            "  {s}, and the probe script has no follow-ups left"
+                        ));
+                        self.obs.follow_ups_exhausted = true;
+                        return;
+                    }
+                },
+                _ => return,
+            }
+            if Instant::now() >= self.deadline {
+                return;
+            }
+        }
+    }
+
+    /// One streaming send, read to its end. Returns whether the task is still worth following.
+    async fn stream_turn(&mut self, out: &Outgoing<'_>, history: bool) -> bool {
+        let started = Instant::now();
+        match self
+            .client
+            .stream("lifecycle: stream", out, self.deadline)
+            .await
+        {
+            Streamed::Plain {
+                call,
+                content_type,
+                answer,
+            } => {
+                self.step(format!(
+                    "  stream {call}: not an event stream ({})",
+                    content_type.as_deref().unwrap_or("no content type")
+                ));
+                self.obs.streams.push(StreamRun {
+                    role: TaskRole::Lifecycle,
+                    call,
+                    event_stream: false,
+                    content_type,
+                    frames: 0,
+                    malformed_frames: 0,
+                    events_after_terminal: 0,
+                    end: StreamEnd::NotAStream,
+                });
+                self.answered(TaskRole::Lifecycle, call, answer)
+            }
+            Streamed::Events {
+                call,
+                mut reader,
+                content_type,
+            } => {
+                let mut run = StreamRun {
+                    role: TaskRole::Lifecycle,
+                    call,
+                    event_stream: true,
+                    content_type,
+                    frames: 0,
+                    malformed_frames: 0,
+                    events_after_terminal: 0,
+                    end: StreamEnd::Closed,
+                };
+                let mut terminal_seen = false;
+                let end = loop {
+                    let frame = match reader.next().await {
+                        Ok(frame) => frame,
+                        Err(end) => break end,
+                    };
+                    self.client.record_frame(call, &frame);
+                    run.frames += 1;
+                    if terminal_seen {
+                        run.events_after_terminal += 1;
+                    }
+                    match self.client.frame_result(&frame) {
+                        Answer::Result(value) => {
+                            let before = self.last_state(TaskRole::Lifecycle);
+                            if self
+                                .observe(TaskRole::Lifecycle, Source::Stream, call, &value)
+                                .is_none()
+                            {
+                                run.malformed_frames += 1;
+                            }
+                            let now = self.last_state(TaskRole::Lifecycle);
+                            if now.is_some_and(TaskState::is_terminal) {
+                                terminal_seen = true;
+                            }
+                            // stateTransitionHistory: read the history at every state change.
+                            if history && now != before && !terminal_seen {
+                                self.get(TaskRole::Lifecycle, "lifecycle: GetTask (history)")
+                                    .await;
+                            }
+                        }
+                        Answer::Error { code, message } => {
+                            self.problem(
+                                TaskRole::Lifecycle,
+                                format!("stream {call} sent error {code}: {message}"),
+                            );
+                        }
+                        Answer::Broken(e) => {
+                            run.malformed_frames += 1;
+                            self.problem(
+                                TaskRole::Lifecycle,
+                                format!("stream {call}: malformed frame: {e}"),
+                            );
+                        }
+                    }
+                };
+                run.end = match end {
+                    SseEnd::Closed => StreamEnd::Closed,
+                    SseEnd::Idle => StreamEnd::Idle,
+                    SseEnd::Deadline => StreamEnd::Deadline,
+                    SseEnd::TooManyEvents => StreamEnd::TooManyEvents,
+                    SseEnd::EventTooLarge => StreamEnd::EventTooLarge,
+                    SseEnd::Error(e) => StreamEnd::Error(e),
+                };
+                self.client
+                    .record_stream_end(call, &format!("{:?}", run.end), started);
+                self.step(format!(
+                    "  stream {call} ended: {:?} after {} frames",
+                    run.end, run.frames
+                ));
+                let had_task = self.ids(TaskRole::Lifecycle).task_id.is_some();
+                self.obs.streams.push(run);
+                had_task
+            }
+        }
+    }
+
+    /// GetTask with the full history; records the transition.
+    async fn get(&mut self, role: TaskRole, step: &str) -> Option<TaskState> {
+        let task_id = self.ids(role).task_id?;
+        let (call, answer) = self.client.get_task(step, &task_id, None).await;
+        match answer {
+            Answer::Result(value) => {
+                self.observe(role, Source::Get, call, &value);
+                self.last_state(role)
+            }
+            Answer::Error { code, message } => {
+                self.problem(role, format!("GetTask answered error {code}: {message}"));
+                None
+            }
+            Answer::Broken(e) => {
+                self.problem(role, format!("GetTask: {e}"));
+                None
+            }
+        }
+    }
+
+    /// Polls GetTask until the task is terminal or interrupted, or the deadline passes.
+    async fn poll(&mut self, role: TaskRole) -> bool {
+        loop {
+            match self.last_state(role) {
+                Some(s) if s.is_terminal() || s.is_interrupted() => return true,
+                _ => {}
+            }
+            if Instant::now() >= self.deadline {
+                self.step("  deadline reached while polling".into());
+                return true;
+            }
+            tokio::time::sleep(self.settings.poll_interval).await;
+            let before = self.obs.transitions.len();
+            let previous = self.obs.transitions.last().cloned();
+            if self
+                .get(role, &format!("{role:?}: poll").to_lowercase())
+                .await
+                .is_none()
+            {
+                return false;
+            }
+            // Keep a poll only when it shows something new.
+            if let (Some(prev), Some(new)) = (previous, self.obs.transitions.last()) {
+                if self.obs.transitions.len() > before && same_status(&prev, new) {
+                    self.obs.transitions.pop();
+                }
+            }
+        }
+    }
+
+    async fn push(&mut self, target: &Target<'_>, inbox: &dyn PushInbox) {
+        let Some((url, token)) = &target.push else {
+            self.obs.push = Some(PushRun {
+                skipped: Some(
+                    "CARDGATE_PUBLIC_URL is not set, so the webhook cannot be registered".into(),
+                ),
+                ..empty_push()
+            });
+            return;
+        };
+        let text = target.script.push_text();
+        self.step(format!(
+            "push task: send `{text}`, then register the webhook"
+        ));
+        let out = Outgoing {
+            text,
+            task_id: None,
+            context_id: None,
+            non_blocking: true,
+        };
+        let (call, answer) = self.client.send("push", &out).await;
+        if !self.answered(TaskRole::Push, call, answer) {
+            self.obs.push = Some(PushRun {
+                skipped: Some("the push task could not be started".into()),
+                ..empty_push()
+            });
+            return;
+        }
+        let Some(task_id) = self.ids(TaskRole::Push).task_id else {
+            return;
+        };
+        let started = Instant::now();
+        let mut run = empty_push();
+        let mut backoff = self.settings.push_backoff;
+        for attempt in 1..=self.settings.push_attempts.max(1) {
+            run.attempts = attempt;
+            let (_, answer) = self
+                .client
+                .set_push("push: register webhook", &task_id, url.as_str(), token)
+                .await;
+            match answer {
+                Answer::Result(_) => {
+                    run.registration_error = None;
+                    self.step(format!("  webhook registered (attempt {attempt})"));
+                    break;
+                }
+                Answer::Error { code, message } => {
+                    run.registration_error = Some(format!("error {code}: {message}"))
+                }
+                Answer::Broken(e) => run.registration_error = Some(e),
+            }
+            self.step(format!(
+                "  registration attempt {attempt} failed: {}",
+                run.registration_error.as_deref().unwrap_or("")
+            ));
+            if attempt < self.settings.push_attempts {
+                tokio::time::sleep(backoff).await;
+                backoff *= 2;
+            }
+        }
+        if run.registration_error.is_some() {
+            self.obs.push = Some(run);
+            return;
+        }
+        let state = self.get(TaskRole::Push, "push: GetTask").await;
+        run.terminal_before_registration = state.is_some_and(TaskState::is_terminal);
+        // Move an interrupted task on, so it has something to deliver.
+        let mut follow_ups = target.script.follow_ups.iter();
+        if state.is_some_and(TaskState::is_interrupted) {
+            if let Some(next) = follow_ups.next() {
+                self.step(format!(
+                    "  {}: follow-up `{next}`",
+                    state.map(|s| s.as_str()).unwrap_or_default()
+                ));
+                let ids = self.ids(TaskRole::Push);
+                let out = Outgoing {
+                    text: next,
+                    task_id: ids.task_id.as_deref(),
+                    context_id: ids.context_id.as_deref(),
+                    non_blocking: true,
+                };
+                let (call, answer) = self.client.send("push: follow-up", &out).await;
+                self.answered(TaskRole::Push, call, answer);
+            }
+        }
+        self.await_deliveries(&mut run, token, inbox, started).await;
+        self.get(TaskRole::Push, "push: GetTask").await;
+        self.obs.push = Some(run);
+    }
+
+    /// Waits for deliveries until the terminal one arrives or the push window closes.
+    async fn await_deliveries(
+        &mut self,
+        run: &mut PushRun,
+        token: &str,
+        inbox: &dyn PushInbox,
+        started: Instant,
+    ) {
+        let window = Instant::now() + self.settings.push_wait;
+        let mut seen = 0;
+        loop {
+            let deliveries = inbox.deliveries(token).await;
+            for delivery in deliveries.iter().skip(seen) {
+                run.deliveries += 1;
+                if !delivery.token_matches {
+                    run.deliveries_without_token += 1;
+                }
+                let call = 1000 + run.deliveries as u32;
+                match serde_json::from_slice::<Value>(&delivery.body) {
+                    Ok(body) => {
+                        if self
+                            .observe(TaskRole::Push, Source::Push, call, &body)
+                            .is_none()
+                        {
+                            run.malformed_deliveries += 1;
+                        }
+                    }
+                    Err(_) => {
+                        run.malformed_deliveries += 1;
+                        self.problem(
+                            TaskRole::Push,
+                            format!("push delivery {} is not JSON", run.deliveries),
+                        );
+                    }
+                }
+            }
+            seen = deliveries.len();
+            let terminal = self.obs.transitions.iter().any(|t| {
+                t.role == TaskRole::Push && t.source == Source::Push && t.state.is_terminal()
+            });
+            let now = Instant::now();
+            if terminal || now >= window || now >= self.deadline {
+                run.waited_ms = started.elapsed().as_millis() as u64;
+                self.step(format!(
+                    "  {} deliveries in {} ms",
+                    run.deliveries, run.waited_ms
+                ));
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    async fn cancel(&mut self, text: &str) {
+        self.step(format!("cancel task: send `{text}`, then CancelTask"));
+        let out = Outgoing {
+            text,
+            task_id: None,
+            context_id: None,
+            non_blocking: true,
+        };
+        let (call, answer) = self.client.send("cancel", &out).await;
+        if !self.answered(TaskRole::Cancel, call, answer) {
+            return;
+        }
+        let Some(task_id) = self.ids(TaskRole::Cancel).task_id else {
+            return;
+        };
+        let (call, answer) = self.client.cancel("cancel: CancelTask", &task_id).await;
+        match answer {
+            Answer::Result(value) => {
+                self.observe(TaskRole::Cancel, Source::Response, call, &value);
+            }
+            Answer::Error { code, message } => {
+                self.obs.cancel_error = Some(format!("error {code}: {message}"))
+            }
+            Answer::Broken(e) => self.obs.cancel_error = Some(e),
+        }
+        self.get(TaskRole::Cancel, "cancel: GetTask").await;
+    }
+}
+
+fn same_status(a: &Transition, b: &Transition) -> bool {
+    a.state == b.state
+        && a.timestamp == b.timestamp
+        && a.history_len == b.history_len
+        && a.source == b.source
+}
+
+fn empty_push() -> PushRun {
+    PushRun {
+        skipped: None,
+        attempts: 0,
+        registration_error: None,
+        terminal_before_registration: false,
+        deliveries: 0,
+        deliveries_without_token: 0,
+        malformed_deliveries: 0,
+        waited_ms: 0,
+    }
+}

@@ -1,0 +1,169 @@
+//! The job worker: claims jobs from the durable queue with a lease, renews the lease while it
+//! works, and runs a bounded number of jobs at once. On shutdown it stops claiming, cuts running
+//! probes short (they are aborted and never promote) and puts their jobs back in the queue, so
+//! another replica (or the next start) takes them.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::{Notify, Semaphore};
+use tokio::task::JoinSet;
+use tokio_util::sync::CancellationToken;
+
+use crate::app::AppState;
+use crate::domain::job::{Job, JobKind};
+
+/// How the worker runs.
+#[derive(Debug, Clone)]
+pub struct WorkerSettings {
+    /// This process's name in leases.
+    pub owner: String,
+    pub lease: Duration,
+    /// Jobs run at once by this process.
+    pub concurrency: usize,
+    /// How often to look for due jobs when nothing wakes the worker.
+    pub poll: Duration,
+}
+
+impl Default for WorkerSettings {
+    fn default() -> Self {
+        Self {
+            owner: format!(
+                "cardgate-{}",
+                &uuid::Uuid::new_v4().simple().to_string()[..8]
+            ),
+            lease: Duration::from_secs(30),
+            concurrency: 8,
+            poll: Duration::from_secs(1),
+        }
+    }
+}
+
+/// Runs until `shutdown` is cancelled, then drains.
+pub async fn run(
+    state: AppState,
+    settings: WorkerSettings,
+    wake: Arc<Notify>,
+    shutdown: CancellationToken,
+) {
+    let permits = Arc::new(Semaphore::new(settings.concurrency.max(1)));
+    let mut running = JoinSet::new();
+    loop {
+        let permit = tokio::select! {
+            () = shutdown.cancelled() => break,
+            permit = permits.clone().acquire_owned() => permit.expect("the semaphore is never closed"),
+        };
+        let now = state.now();
+        let lease_until = now + chrono::Duration::from_std(settings.lease).unwrap_or_default();
+        match state
+            .store
+            .claim_job(&settings.owner, lease_until, now)
+            .await
+        {
+            Ok(Some(job)) => {
+                let (state, settings, shutdown) =
+                    (state.clone(), settings.clone(), shutdown.clone());
+                running.spawn(async move {
+                    run_job(&state, &settings, &job, &shutdown).await;
+                    drop(permit);
+                });
+                continue;
+            }
+            Ok(None) => drop(permit),
+            Err(e) => {
+                drop(permit);
+                tracing::warn!(error = ?e, "claiming a job failed");
+            }
+        }
+        // Reap finished tasks so the set does not grow.
+        while running.try_join_next().is_some() {}
+        tokio::select! {
+            () = shutdown.cancelled() => break,
+            () = wake.notified() => {}
+            () = tokio::time::sleep(settings.poll) => {}
+        }
+    }
+    tracing::info!(
+        jobs = running.len(),
+        "worker stopping; cutting running jobs short"
+    );
+    while running.join_next().await.is_some() {}
+}
+
+/// Runs one job while renewing its lease; on shutdown cuts it short and requeues it.
+async fn run_job(
+    state: &AppState,
+    settings: &WorkerSettings,
+    job: &Job,
+    shutdown: &CancellationToken,
+) {
+    let owner = settings.owner.as_str();
+    tracing::info!(job.id = %job.id, kind = job.kind.as_str(), callee.id = %job.callee_id, attempt = job.attempts, "job {} started", job.id);
+    let renew = async {
+        let mut tick = tokio::time::interval(settings.lease / 3);
+        tick.tick().await;
+        loop {
+            tick.tick().await;
+            let now = state.now();
+            let until = now + chrono::Duration::from_std(settings.lease).unwrap_or_default();
+            match state.store.renew_lease(job.id, owner, until, now).await {
+                Ok(true) => {}
+                Ok(false) => return "the lease was lost",
+                Err(e) => tracing::warn!(error = ?e, job.id = %job.id, "renewing a lease failed"),
+            }
+        }
+    };
+    let work = execute(state, job, owner);
+    let outcome = tokio::select! {
+        result = work => Some(result),
+        why = renew => {
+            tracing::warn!(job.id = %job.id, "job {} stopped: {why}", job.id);
+            None
+        }
+        () = shutdown.cancelled() => None,
+    };
+    let now = state.now();
+    match outcome {
+        Some(Ok(())) => {}
+        Some(Err(e)) => {
+            tracing::error!(job.id = %job.id, error = ?e, "job {} failed", job.id);
+            let _ = state
+                .store
+                .finish_job(job.id, owner, Some(&format!("{e:#}")), now)
+                .await;
+        }
+        None => {
+            // Cut short: a probe that did not finish never promotes.
+            if let Some(run) = job.probe_run_id {
+                let _ = state
+                    .store
+                    .abort_probe_run(
+                        run,
+                        "cut short: cardgate shut down while the probe ran",
+                        now,
+                    )
+                    .await;
+            }
+            let _ = state
+                .store
+                .requeue_job(job.id, owner, now, Some("cut short by shutdown"), now)
+                .await;
+        }
+    }
+}
+
+async fn execute(state: &AppState, job: &Job, owner: &str) -> anyhow::Result<()> {
+    match job.kind {
+        JobKind::Probe => {
+            let now = || state.now();
+            let ctx = crate::service::probe::ProbeContext {
+                store: &state.store,
+                outbound: &state.outbound,
+                settings: &state.probe,
+                now: &now,
+            };
+            crate::service::probe::execute(&ctx, job, owner).await
+        }
+        JobKind::Refresh => anyhow::bail!("refresh jobs are not handled by this build"),
+    }
+}

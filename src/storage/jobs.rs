@@ -1,0 +1,331 @@
+//! The durable work queue: enqueueing (idempotent per dedup key), claiming with a lease,
+//! renewing, finishing, and recovering jobs whose worker died.
+
+use chrono::{DateTime, Utc};
+use uuid::Uuid;
+
+use super::{Store, StoreError, dispatch};
+use crate::domain::ids::{JobId, ProbeRunId};
+use crate::domain::job::{Job, JobKind, JobStatus};
+use crate::domain::time::Timestamp;
+use crate::domain::version::ProtocolVersion;
+
+#[derive(sqlx::FromRow)]
+pub(super) struct JobRow {
+    id: Uuid,
+    kind: String,
+    callee_id: Uuid,
+    protocol_version: Option<String>,
+    reason: String,
+    dedup_key: String,
+    status: String,
+    attempts: i32,
+    run_after: DateTime<Utc>,
+    lease_owner: Option<String>,
+    lease_until: Option<DateTime<Utc>>,
+    last_error: Option<String>,
+    probe_run_id: Option<Uuid>,
+    created_at: DateTime<Utc>,
+    updated_at: DateTime<Utc>,
+}
+
+impl TryFrom<JobRow> for Job {
+    type Error = StoreError;
+    fn try_from(r: JobRow) -> Result<Self, StoreError> {
+        Ok(Job {
+            id: r.id.into(),
+            kind: JobKind::parse(&r.kind)
+                .ok_or_else(|| StoreError::corrupt(format!("job kind {}", r.kind)))?,
+            callee_id: r.callee_id.into(),
+            protocol_version: r
+                .protocol_version
+                .map(|v| ProtocolVersion::parse_exact(&v).map_err(StoreError::corrupt))
+                .transpose()?,
+            reason: r.reason,
+            dedup_key: r.dedup_key,
+            status: JobStatus::parse(&r.status)
+                .ok_or_else(|| StoreError::corrupt(format!("job status {}", r.status)))?,
+            attempts: r.attempts,
+            run_after: r.run_after,
+            lease_owner: r.lease_owner,
+            lease_until: r.lease_until,
+            last_error: r.last_error,
+            probe_run_id: r.probe_run_id.map(Into::into),
+            created_at: r.created_at,
+            updated_at: r.updated_at,
+        })
+    }
+}
+
+macro_rules! job_columns {
+    () => {
+        "id, kind, callee_id, protocol_version, reason, dedup_key, status, attempts, run_after, \
+         lease_owner, lease_until, last_error, probe_run_id, created_at, updated_at"
+    };
+}
+
+pub(super) fn insert_job_query<DB>(
+    job: &Job,
+) -> sqlx::query::Query<'static, DB, <DB as sqlx::Database>::Arguments>
+where
+    DB: sqlx::Database,
+    Uuid: for<'q> sqlx::Encode<'q, DB> + sqlx::Type<DB>,
+    Option<Uuid>: for<'q> sqlx::Encode<'q, DB> + sqlx::Type<DB>,
+    String: for<'q> sqlx::Encode<'q, DB> + sqlx::Type<DB>,
+    Option<String>: for<'q> sqlx::Encode<'q, DB> + sqlx::Type<DB>,
+    i32: for<'q> sqlx::Encode<'q, DB> + sqlx::Type<DB>,
+    DateTime<Utc>: for<'q> sqlx::Encode<'q, DB> + sqlx::Type<DB>,
+    Option<DateTime<Utc>>: for<'q> sqlx::Encode<'q, DB> + sqlx::Type<DB>,
+{
+    sqlx::query(concat!(
+        "insert into jobs (",
+        job_columns!(),
+        ") values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)"
+    ))
+    .bind(job.id.0)
+    .bind(job.kind.as_str().to_string())
+    .bind(job.callee_id.0)
+    .bind(job.protocol_version.map(|v| v.to_string()))
+    .bind(job.reason.clone())
+    .bind(job.dedup_key.clone())
+    .bind(job.status.as_str().to_string())
+    .bind(job.attempts)
+    .bind(job.run_after)
+    .bind(job.lease_owner.clone())
+    .bind(job.lease_until)
+    .bind(job.last_error.clone())
+    .bind(job.probe_run_id.map(|id| id.0))
+    .bind(job.created_at)
+    .bind(job.updated_at)
+}
+
+impl Store {
+    /// Enqueues `job` unless an active job has its dedup key; returns whether it was added.
+    pub async fn enqueue(&self, job: &Job) -> Result<bool, StoreError> {
+        match dispatch!(self, |pool| insert_job_query(job)
+            .execute(pool)
+            .await
+            .map(drop))
+        {
+            Ok(()) => Ok(true),
+            Err(e) => match StoreError::from(e) {
+                StoreError::Conflict(_) => Ok(false),
+                other => Err(other),
+            },
+        }
+    }
+
+    /// The active (queued or running) job with this dedup key.
+    pub async fn active_job(&self, dedup_key: &str) -> Result<Option<Job>, StoreError> {
+        let row: Option<JobRow> = dispatch!(self, |pool| {
+            sqlx::query_as(concat!(
+                "select ",
+                job_columns!(),
+                " from jobs where dedup_key = $1 and status in ('queued', 'running')"
+            ))
+            .bind(dedup_key)
+            .fetch_optional(pool)
+            .await
+        })?;
+        row.map(TryInto::try_into).transpose()
+    }
+
+    /// Claims the next due job (or one whose lease expired) for `owner` until `lease_until`.
+    /// Postgres: `FOR UPDATE SKIP LOCKED`, so replicas never claim the same job. SQLite: the
+    /// single statement runs under the database's one write lock.
+    pub async fn claim_job(
+        &self,
+        owner: &str,
+        lease_until: Timestamp,
+        now: Timestamp,
+    ) -> Result<Option<Job>, StoreError> {
+        let row: Option<JobRow> = match &self.db {
+            super::Db::Postgres(pool) => {
+                sqlx::query_as(concat!(
+                    "update jobs set status = 'running', lease_owner = $1, lease_until = $2, \
+                     attempts = attempts + 1, updated_at = $3 where id = (select id from jobs where \
+                     (status = 'queued' and run_after <= $3) or (status = 'running' and lease_until < $3) \
+                     order by run_after limit 1 for update skip locked) returning ",
+                    job_columns!()
+                ))
+                .bind(owner)
+                .bind(lease_until)
+                .bind(now)
+                .fetch_optional(pool)
+                .await?
+            }
+            super::Db::Sqlite(pool) => {
+                sqlx::query_as(concat!(
+                    "update jobs set status = 'running', lease_owner = $1, lease_until = $2, \
+                     attempts = attempts + 1, updated_at = $3 where id = (select id from jobs where \
+                     (status = 'queued' and run_after <= $3) or (status = 'running' and lease_until < $3) \
+                     order by run_after limit 1) returning ",
+                    job_columns!()
+                ))
+                .bind(owner)
+                .bind(lease_until)
+                .bind(now)
+                .fetch_optional(pool)
+                .await?
+            }
+        };
+        row.map(TryInto::try_into).transpose()
+    }
+
+    /// Extends the lease; `false` when the job is no longer this owner's (it was reclaimed).
+    pub async fn renew_lease(
+        &self,
+        id: JobId,
+        owner: &str,
+        until: Timestamp,
+        now: Timestamp,
+    ) -> Result<bool, StoreError> {
+        let n = dispatch!(self, |pool| {
+            sqlx::query(
+                "update jobs set lease_until = $3, updated_at = $4 \
+                 where id = $1 and lease_owner = $2 and status = 'running'",
+            )
+            .bind(id.0)
+            .bind(owner)
+            .bind(until)
+            .bind(now)
+            .execute(pool)
+            .await
+            .map(|r| r.rows_affected())
+        })?;
+        Ok(n == 1)
+    }
+
+    /// Marks a job done (or failed for good), if this owner still holds it.
+    pub async fn finish_job(
+        &self,
+        id: JobId,
+        owner: &str,
+        error: Option<&str>,
+        now: Timestamp,
+    ) -> Result<bool, StoreError> {
+        let status = if error.is_some() { "failed" } else { "done" };
+        let n = dispatch!(self, |pool| {
+            sqlx::query(
+                "update jobs set status = $3, last_error = $4, lease_owner = null, lease_until = null, \
+                 updated_at = $5 where id = $1 and lease_owner = $2",
+            )
+            .bind(id.0)
+            .bind(owner)
+            .bind(status)
+            .bind(error)
+            .bind(now)
+            .execute(pool)
+            .await
+            .map(|r| r.rows_affected())
+        })?;
+        Ok(n == 1)
+    }
+
+    /// Puts a held job back in the queue to run at `run_after` (retry, backoff, or shutdown).
+    pub async fn requeue_job(
+        &self,
+        id: JobId,
+        owner: &str,
+        run_after: Timestamp,
+        error: Option<&str>,
+        now: Timestamp,
+    ) -> Result<bool, StoreError> {
+        let n = dispatch!(self, |pool| {
+            sqlx::query(
+                "update jobs set status = 'queued', run_after = $3, last_error = coalesce($4, last_error), \
+                 lease_owner = null, lease_until = null, updated_at = $5 where id = $1 and lease_owner = $2",
+            )
+            .bind(id.0)
+            .bind(owner)
+            .bind(run_after)
+            .bind(error)
+            .bind(now)
+            .execute(pool)
+            .await
+            .map(|r| r.rows_affected())
+        })?;
+        Ok(n == 1)
+    }
+
+    /// Points a probe job at a new probe run (the old one was cut short).
+    pub async fn set_job_probe_run(&self, id: JobId, run: ProbeRunId) -> Result<(), StoreError> {
+        dispatch!(self, |pool| {
+            sqlx::query("update jobs set probe_run_id = $2 where id = $1")
+                .bind(id.0)
+                .bind(run.0)
+                .execute(pool)
+                .await
+                .map(drop)
+        })?;
+        Ok(())
+    }
+
+    /// Jobs, newest first, optionally of one status.
+    pub async fn jobs(
+        &self,
+        status: Option<JobStatus>,
+        limit: u32,
+    ) -> Result<Vec<Job>, StoreError> {
+        let rows: Vec<JobRow> = dispatch!(self, |pool| match status {
+            Some(status) => {
+                sqlx::query_as(concat!(
+                    "select ",
+                    job_columns!(),
+                    " from jobs where status = $1 order by id desc limit $2"
+                ))
+                .bind(status.as_str())
+                .bind(i64::from(limit))
+                .fetch_all(pool)
+                .await
+            }
+            None => {
+                sqlx::query_as(concat!(
+                    "select ",
+                    job_columns!(),
+                    " from jobs order by id desc limit $1"
+                ))
+                .bind(i64::from(limit))
+                .fetch_all(pool)
+                .await
+            }
+        })?;
+        rows.into_iter().map(TryInto::try_into).collect()
+    }
+
+    pub async fn job(&self, id: JobId) -> Result<Job, StoreError> {
+        let row: JobRow = dispatch!(self, |pool| {
+            sqlx::query_as(concat!(
+                "select ",
+                job_columns!(),
+                " from jobs where id = $1"
+            ))
+            .bind(id.0)
+            .fetch_one(pool)
+            .await
+        })?;
+        row.try_into()
+    }
+
+    /// At start: jobs held by a worker that is gone become claimable now. With `all` (a
+    /// single-process SQLite deployment) every running job is released; otherwise only those
+    /// whose lease expired, since other replicas may be alive.
+    pub async fn release_orphaned_jobs(
+        &self,
+        all: bool,
+        now: Timestamp,
+    ) -> Result<u64, StoreError> {
+        let n = dispatch!(self, |pool| {
+            sqlx::query(
+                "update jobs set status = 'queued', run_after = $1, lease_owner = null, lease_until = null, \
+                 updated_at = $1 where status = 'running' and ($2 or lease_until < $1)",
+            )
+            .bind(now)
+            .bind(all)
+            .execute(pool)
+            .await
+            .map(|r| r.rows_affected())
+        })?;
+        Ok(n)
+    }
+}

@@ -1,0 +1,422 @@
+//! Probe runs and the push deliveries cardgate's webhook receives for them.
+
+use chrono::{DateTime, Utc};
+use serde_json::Value;
+use uuid::Uuid;
+
+use super::jobs::insert_job_query;
+use super::ledger::AppendEvents;
+use super::{BeginWrite, Store, StoreError, Subject, dispatch};
+use crate::domain::gate::SubjectState;
+use crate::domain::ids::{CalleeId, JobId, ProbeRunId};
+use crate::domain::job::Job;
+use crate::domain::ledger::{EventBody, EventRecord, NewEvent};
+use crate::domain::probe::{Judgement, Observations, ProbeRun, RunStatus};
+use crate::domain::time::Timestamp;
+use crate::domain::version::ProtocolVersion;
+
+#[derive(sqlx::FromRow)]
+struct RunRow {
+    id: Uuid,
+    callee_id: Uuid,
+    protocol_version: String,
+    status: String,
+    reason: String,
+    requested_by: String,
+    created_at: DateTime<Utc>,
+    started_at: Option<DateTime<Utc>>,
+    finished_at: Option<DateTime<Utc>>,
+    interface_url: Option<String>,
+    wire: Option<String>,
+    push_token: String,
+    passed: Option<bool>,
+    judgement: Option<String>,
+    observations: Option<String>,
+    transcript: Option<String>,
+    error: Option<String>,
+    ledger_seqs: Option<String>,
+}
+
+fn json<T: serde::de::DeserializeOwned>(text: Option<String>) -> Result<Option<T>, StoreError> {
+    text.map(|t| serde_json::from_str(&t).map_err(StoreError::corrupt))
+        .transpose()
+}
+
+impl TryFrom<RunRow> for ProbeRun {
+    type Error = StoreError;
+    fn try_from(r: RunRow) -> Result<Self, StoreError> {
+        Ok(ProbeRun {
+            id: r.id.into(),
+            callee_id: r.callee_id.into(),
+            protocol_version: ProtocolVersion::parse_exact(&r.protocol_version)
+                .map_err(StoreError::corrupt)?,
+            status: RunStatus::parse(&r.status)
+                .ok_or_else(|| StoreError::corrupt(format!("run status {}", r.status)))?,
+            reason: r.reason,
+            requested_by: r.requested_by,
+            created_at: r.created_at,
+            started_at: r.started_at,
+            finished_at: r.finished_at,
+            interface_url: r.interface_url,
+            wire: r.wire,
+            push_token: r.push_token,
+            passed: r.passed,
+            judgement: json::<Judgement>(r.judgement)?,
+            observations: json::<Observations>(r.observations)?,
+            transcript: json::<Value>(r.transcript)?,
+            error: r.error,
+            ledger_seqs: json::<Vec<i64>>(r.ledger_seqs)?.unwrap_or_default(),
+        })
+    }
+}
+
+macro_rules! run_columns {
+    () => {
+        "id, callee_id, protocol_version, status, reason, requested_by, created_at, started_at, \
+         finished_at, interface_url, wire, push_token, passed, judgement, observations, transcript, \
+         error, ledger_seqs"
+    };
+}
+
+/// Listing columns: the heavy evidence (observations, transcript) is left out.
+macro_rules! run_summary_columns {
+    () => {
+        "id, callee_id, protocol_version, status, reason, requested_by, created_at, started_at, \
+         finished_at, interface_url, wire, push_token, passed, judgement, null as observations, \
+         null as transcript, error, ledger_seqs"
+    };
+}
+
+/// What a finished cycle stores.
+pub struct FinishedRun<'a> {
+    pub passed: bool,
+    pub judgement: &'a Judgement,
+    pub observations: &'a Observations,
+    pub transcript: &'a Value,
+    pub actor: &'a str,
+}
+
+/// A delivery to the push webhook.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PushDelivery {
+    pub received_at: Timestamp,
+    pub headers: Value,
+    pub body: Vec<u8>,
+}
+
+impl Store {
+    /// Creates a queued probe run and its job together. `Conflict` when the subject already has
+    /// a queued or running probe.
+    pub async fn request_probe(&self, run: &ProbeRun, job: &Job) -> Result<(), StoreError> {
+        dispatch!(self, |pool| {
+            let mut tx = pool.begin_write().await?;
+            sqlx::query(
+                "insert into probe_runs (id, callee_id, protocol_version, status, reason, requested_by, \
+                 created_at, push_token) values ($1, $2, $3, $4, $5, $6, $7, $8)",
+            )
+            .bind(run.id.0)
+            .bind(run.callee_id.0)
+            .bind(run.protocol_version.to_string())
+            .bind(run.status.as_str())
+            .bind(&run.reason)
+            .bind(&run.requested_by)
+            .bind(run.created_at)
+            .bind(&run.push_token)
+            .execute(&mut *tx)
+            .await?;
+            insert_job_query(job).execute(&mut *tx).await?;
+            tx.commit().await?;
+            Ok(())
+        })
+    }
+
+    pub async fn probe_run(&self, id: ProbeRunId) -> Result<ProbeRun, StoreError> {
+        let row: RunRow = dispatch!(self, |pool| {
+            sqlx::query_as(concat!(
+                "select ",
+                run_columns!(),
+                " from probe_runs where id = $1"
+            ))
+            .bind(id.0)
+            .fetch_one(pool)
+            .await
+        })?;
+        row.try_into()
+    }
+
+    /// A callee's runs, newest first, without the heavy evidence.
+    pub async fn probe_runs(
+        &self,
+        callee_id: CalleeId,
+        before: Option<ProbeRunId>,
+        limit: u32,
+    ) -> Result<Vec<ProbeRun>, StoreError> {
+        let before = before.map_or(Uuid::max(), |id| id.0);
+        let rows: Vec<RunRow> = dispatch!(self, |pool| {
+            sqlx::query_as(concat!(
+                "select ",
+                run_summary_columns!(),
+                " from probe_runs where callee_id = $1 and id < $2 order by id desc limit $3"
+            ))
+            .bind(callee_id.0)
+            .bind(before)
+            .bind(i64::from(limit))
+            .fetch_all(pool)
+            .await
+        })?;
+        rows.into_iter().map(TryInto::try_into).collect()
+    }
+
+    /// The subject's newest finished run (what decisions read).
+    pub async fn latest_finished_probe(
+        &self,
+        callee_id: CalleeId,
+        version: ProtocolVersion,
+    ) -> Result<Option<ProbeRun>, StoreError> {
+        let row: Option<RunRow> = dispatch!(self, |pool| {
+            sqlx::query_as(concat!(
+                "select ",
+                run_summary_columns!(),
+                " from probe_runs where callee_id = $1 and protocol_version = $2 and status = 'finished' \
+                 order by started_at desc limit 1"
+            ))
+            .bind(callee_id.0)
+            .bind(version.to_string())
+            .fetch_optional(pool)
+            .await
+        })?;
+        row.map(TryInto::try_into).transpose()
+    }
+
+    /// The subject's newest run of any status.
+    pub async fn latest_probe(
+        &self,
+        callee_id: CalleeId,
+        version: ProtocolVersion,
+    ) -> Result<Option<ProbeRun>, StoreError> {
+        let row: Option<RunRow> = dispatch!(self, |pool| {
+            sqlx::query_as(concat!(
+                "select ",
+                run_summary_columns!(),
+                " from probe_runs where callee_id = $1 and protocol_version = $2 order by id desc limit 1"
+            ))
+            .bind(callee_id.0)
+            .bind(version.to_string())
+            .fetch_optional(pool)
+            .await
+        })?;
+        row.map(TryInto::try_into).transpose()
+    }
+
+    /// Marks a run running (it has started talking to the callee).
+    pub async fn start_probe_run(
+        &self,
+        id: ProbeRunId,
+        interface_url: &str,
+        wire: &str,
+        now: Timestamp,
+    ) -> Result<(), StoreError> {
+        dispatch!(self, |pool| {
+            sqlx::query(
+                "update probe_runs set status = 'running', started_at = $2, interface_url = $3, wire = $4 \
+                 where id = $1 and status = 'queued'",
+            )
+            .bind(id.0)
+            .bind(now)
+            .bind(interface_url)
+            .bind(wire)
+            .execute(pool)
+            .await
+            .map(drop)
+        })?;
+        Ok(())
+    }
+
+    /// Records a finished cycle, the ledger events its outcome causes and the job's completion,
+    /// in one transaction. `outcome` turns the subject's state *as of this transaction* into
+    /// events, so a concurrent demotion cannot be overtaken by a stale promotion.
+    pub async fn finish_probe_run(
+        &self,
+        id: ProbeRunId,
+        job: Option<(JobId, &str)>,
+        finished: FinishedRun<'_>,
+        outcome: impl FnOnce(&SubjectState) -> Vec<EventBody> + Send,
+        now: Timestamp,
+    ) -> Result<Vec<(EventRecord, Subject)>, StoreError> {
+        let run = self.probe_run(id).await?;
+        dispatch!(self, |pool| {
+            let mut tx = pool.begin_write().await?;
+            tx.lock_ledger().await?;
+            // Read under the ledger lock: the state the events are decided on.
+            let state = current_state(&mut tx, run.callee_id, run.protocol_version)
+                .await?
+                .ok_or(StoreError::NotFound)?;
+            let events: Vec<NewEvent> = outcome(&state)
+                .into_iter()
+                .map(|body| NewEvent {
+                    callee_id: run.callee_id,
+                    protocol_version: run.protocol_version,
+                    body,
+                    actor: finished.actor.to_string(),
+                })
+                .collect();
+            let appended = tx.append_events(&events, now).await?;
+            let seqs: Vec<i64> = appended.iter().map(|(e, _)| e.seq).collect();
+            sqlx::query(
+                "update probe_runs set status = 'finished', finished_at = $2, passed = $3, judgement = $4, \
+                 observations = $5, transcript = $6, ledger_seqs = $7 where id = $1",
+            )
+            .bind(id.0)
+            .bind(now)
+            .bind(finished.passed)
+            .bind(serde_json::to_string(finished.judgement).expect("judgements serialize"))
+            .bind(serde_json::to_string(finished.observations).expect("observations serialize"))
+            .bind(finished.transcript.to_string())
+            .bind(serde_json::to_string(&seqs).expect("numbers serialize"))
+            .execute(&mut *tx)
+            .await?;
+            if let Some((job, owner)) = job {
+                sqlx::query(
+                    "update jobs set status = 'done', lease_owner = null, lease_until = null, updated_at = $3 \
+                     where id = $1 and lease_owner = $2",
+                )
+                .bind(job.0)
+                .bind(owner)
+                .bind(now)
+                .execute(&mut *tx)
+                .await?;
+            }
+            tx.commit().await?;
+            Ok(appended)
+        })
+    }
+
+    /// Marks a queued or running run aborted (it never promotes).
+    pub async fn abort_probe_run(
+        &self,
+        id: ProbeRunId,
+        error: &str,
+        now: Timestamp,
+    ) -> Result<(), StoreError> {
+        dispatch!(self, |pool| {
+            sqlx::query(
+                "update probe_runs set status = 'aborted', finished_at = $2, error = $3 \
+                 where id = $1 and status in ('queued', 'running')",
+            )
+            .bind(id.0)
+            .bind(now)
+            .bind(error)
+            .execute(pool)
+            .await
+            .map(drop)
+        })?;
+        Ok(())
+    }
+
+    /// Creates a fresh queued run for a probe job whose previous run was cut short.
+    pub async fn insert_probe_run(&self, run: &ProbeRun) -> Result<(), StoreError> {
+        dispatch!(self, |pool| {
+            sqlx::query(
+                "insert into probe_runs (id, callee_id, protocol_version, status, reason, requested_by, \
+                 created_at, push_token) values ($1, $2, $3, $4, $5, $6, $7, $8)",
+            )
+            .bind(run.id.0)
+            .bind(run.callee_id.0)
+            .bind(run.protocol_version.to_string())
+            .bind(run.status.as_str())
+            .bind(&run.reason)
+            .bind(&run.requested_by)
+            .bind(run.created_at)
+            .bind(&run.push_token)
+            .execute(pool)
+            .await
+            .map(drop)
+        })?;
+        Ok(())
+    }
+
+    /// Stores a webhook delivery if `token` belongs to a running probe; `false` otherwise.
+    pub async fn record_push_delivery(
+        &self,
+        token: &str,
+        delivery: &PushDelivery,
+    ) -> Result<bool, StoreError> {
+        let n = dispatch!(self, |pool| {
+            sqlx::query(
+                "insert into push_deliveries (id, token, received_at, headers, body) \
+                 select $1, $2, $3, $4, $5 where exists \
+                 (select 1 from probe_runs where push_token = $2 and status = 'running')",
+            )
+            .bind(Uuid::now_v7())
+            .bind(token)
+            .bind(delivery.received_at)
+            .bind(delivery.headers.to_string())
+            .bind(&delivery.body)
+            .execute(pool)
+            .await
+            .map(|r| r.rows_affected())
+        })?;
+        Ok(n == 1)
+    }
+
+    pub async fn push_deliveries(&self, token: &str) -> Result<Vec<PushDelivery>, StoreError> {
+        let rows: Vec<(DateTime<Utc>, String, Vec<u8>)> = dispatch!(self, |pool| {
+            sqlx::query_as("select received_at, headers, body from push_deliveries where token = $1 order by id")
+                .bind(token)
+                .fetch_all(pool)
+                .await
+        })?;
+        rows.into_iter()
+            .map(|(received_at, headers, body)| {
+                Ok(PushDelivery {
+                    received_at,
+                    headers: serde_json::from_str(&headers).map_err(StoreError::corrupt)?,
+                    body,
+                })
+            })
+            .collect()
+    }
+
+    /// At start: runs cut short by a crash or shutdown are aborted. With `all`, every run not
+    /// finished (single process); otherwise only runs whose job lease expired.
+    pub async fn abort_orphaned_runs(&self, all: bool, now: Timestamp) -> Result<u64, StoreError> {
+        let n = dispatch!(self, |pool| {
+            sqlx::query(
+                "update probe_runs set status = 'aborted', finished_at = $1, \
+                 error = 'cut short: cardgate stopped or crashed while the probe ran' \
+                 where status = 'running' and ($2 or id in (select probe_run_id from jobs \
+                 where status = 'running' and lease_until < $1 and probe_run_id is not null))",
+            )
+            .bind(now)
+            .bind(all)
+            .execute(pool)
+            .await
+            .map(|r| r.rows_affected())
+        })?;
+        Ok(n)
+    }
+}
+
+/// The subject's state read inside a transaction.
+async fn current_state<'c, DB>(
+    tx: &mut sqlx::Transaction<'c, DB>,
+    callee_id: CalleeId,
+    version: ProtocolVersion,
+) -> Result<Option<SubjectState>, StoreError>
+where
+    DB: sqlx::Database,
+    for<'e> &'e mut DB::Connection: sqlx::Executor<'e, Database = DB>,
+    for<'q> <DB as sqlx::Database>::Arguments: sqlx::IntoArguments<DB>,
+    Uuid: for<'q> sqlx::Encode<'q, DB> + sqlx::Type<DB>,
+    String: for<'q> sqlx::Encode<'q, DB> + sqlx::Type<DB> + for<'r> sqlx::Decode<'r, DB>,
+    (String,): for<'r> sqlx::FromRow<'r, DB::Row>,
+{
+    let row: Option<(String,)> =
+        sqlx::query_as("select state from subjects where callee_id = $1 and protocol_version = $2")
+            .bind(callee_id.0)
+            .bind(version.to_string())
+            .fetch_optional(&mut **tx)
+            .await?;
+    row.map(|(s,)| serde_json::from_str(&s).map_err(StoreError::corrupt))
+        .transpose()
+}

@@ -1,0 +1,447 @@
+//! The probe engine against the scriptable fake agent: every behaviour switch, with the exact
+//! findings, gate state and ledger events, including demotion and re-promotion.
+
+use std::time::Duration;
+
+use cardgate::fake_agent::{Behaviour, FakeAgent, FakeAgentConfig};
+use serde_json::{Value, json};
+
+use crate::support::{TestDb, TestServer, error_code, on_both_backends, test_settings};
+
+on_both_backends!(
+    a_conformant_agent_is_promoted_and_answers_authoritatively,
+    a_terminal_without_timestamp_demotes_and_only_a_fresh_pass_repromotes,
+);
+
+/// Registers the agent and returns the callee id.
+pub async fn register(server: &TestServer, agent_origin: &str, probe: Value) -> String {
+    let (status, body) = server
+        .post(
+            "/v1/callees",
+            json!({"card_url": agent_origin, "probe": probe}),
+        )
+        .await;
+    assert_eq!(status, 201, "{body}");
+    body["id"].as_str().unwrap().to_string()
+}
+
+/// Requests a probe and waits until it is finished or aborted; returns the full run.
+pub async fn probe(server: &TestServer, callee: &str, version: &str) -> Value {
+    let (status, run) = server
+        .post(
+            &format!("/v1/callees/{callee}/probes"),
+            json!({"protocol_version": version}),
+        )
+        .await;
+    assert_eq!(status, 202, "{run}");
+    wait(server, run["id"].as_str().unwrap()).await
+}
+
+pub async fn wait(server: &TestServer, run: &str) -> Value {
+    for _ in 0..600 {
+        let (_, body) = server.get(&format!("/v1/probes/{run}")).await;
+        if matches!(body["status"].as_str(), Some("finished" | "aborted")) {
+            return body;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("probe {run} did not finish");
+}
+
+pub fn finding<'a>(run: &'a Value, code: &str) -> &'a Value {
+    run["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["code"] == code)
+        .unwrap_or_else(|| panic!("no {code} in {run:#}"))
+}
+
+pub fn events(run: &Value) -> Vec<String> {
+    run["ledger_events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["kind"].as_str().unwrap().to_string())
+        .collect()
+}
+
+pub async fn gate(server: &TestServer, callee: &str, version: &str) -> String {
+    let (_, body) = server.get(&format!("/v1/callees/{callee}")).await;
+    body["subjects"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["protocol_version"] == version)
+        .map(|s| s["gate_state"].as_str().unwrap().to_string())
+        .unwrap()
+}
+
+pub async fn decision(server: &TestServer, callee: &str, query: &str) -> Value {
+    let (status, body) = server
+        .get(&format!("/v1/trust?callee_id={callee}&{query}"))
+        .await;
+    assert_eq!(status, 200, "{body}");
+    body
+}
+
+fn condition<'a>(decision: &'a Value, id: &str) -> &'a Value {
+    decision["conditions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["id"] == id)
+        .unwrap()
+}
+
+async fn a_conformant_agent_is_promoted_and_answers_authoritatively(db: TestDb) {
+    let agent = FakeAgent::start(FakeAgentConfig::default(), Behaviour::Conformant)
+        .await
+        .unwrap();
+    let server = TestServer::start(db.target.clone()).await;
+    let callee = register(&server, &agent.origin(), json!({})).await;
+
+    let before = decision(
+        &server,
+        &callee,
+        "caller_version=1.0&requires=streaming,pushNotifications",
+    )
+    .await;
+    assert_eq!(before["authoritative"], false);
+
+    let run = probe(&server, &callee, "1.0").await;
+    assert_eq!(run["status"], "finished", "{run:#}");
+    assert_eq!(run["verdict"]["passed"], true, "{:#}", run["verdict"]);
+    assert_eq!(run["capabilities"]["streaming"]["status"], "passed");
+    assert_eq!(
+        run["capabilities"]["pushNotifications"]["status"], "passed",
+        "{:#}",
+        run["capabilities"]
+    );
+    assert_eq!(events(&run), ["probe-finished", "promoted"]);
+    let states: Vec<&str> = run["transitions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|t| t["task"] == "lifecycle" && t["source"] == "stream")
+        .map(|t| t["state"].as_str().unwrap())
+        .collect();
+    assert_eq!(states, ["submitted", "working", "completed"]);
+    assert!(
+        run["exchanges"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|e| e["method"] == "SendStreamingMessage")
+    );
+    assert_eq!(gate(&server, &callee, "1.0").await, "lifecycle-trusted");
+
+    let after = decision(
+        &server,
+        &callee,
+        "caller_version=1.0&requires=streaming,pushNotifications",
+    )
+    .await;
+    assert_eq!(after["authoritative"], true, "{after:#}");
+    assert_eq!(after["evidence"]["probe_run_id"], run["id"]);
+    server.stop().await;
+}
+
+async fn a_terminal_without_timestamp_demotes_and_only_a_fresh_pass_repromotes(db: TestDb) {
+    let agent = FakeAgent::start(FakeAgentConfig::default(), Behaviour::Conformant)
+        .await
+        .unwrap();
+    let server = TestServer::start(db.target.clone()).await;
+    let callee = register(&server, &agent.origin(), json!({})).await;
+    assert_eq!(
+        events(&probe(&server, &callee, "1.0").await),
+        ["probe-finished", "promoted"]
+    );
+
+    agent.set_behaviour(Behaviour::NoTerminalTimestamp);
+    let run = probe(&server, &callee, "1.0").await;
+    assert_eq!(finding(&run, "LC-TERMINAL-NO-TIMESTAMP")["status"], "fail");
+    assert_eq!(
+        finding(&run, "LC-TERMINAL-NO-TIMESTAMP")["trigger"],
+        "timestamp"
+    );
+    assert_eq!(events(&run), ["probe-finished", "demoted"]);
+    assert_eq!(run["ledger_events"][1]["data"]["class"], "timestamp");
+    assert_eq!(gate(&server, &callee, "1.0").await, "demoted");
+    // Timestamp-class demotions do not apply to callers that do not dedup by timestamp…
+    let relaxed = decision(&server, &callee, "caller_version=1.0&dedup=none").await;
+    assert_eq!(condition(&relaxed, "not-demoted")["status"], "pass");
+    // …but they do to those that do.
+    let strict = decision(&server, &callee, "caller_version=1.0").await;
+    assert_eq!(condition(&strict, "not-demoted")["status"], "fail");
+
+    // A card republish does not lift the demotion.
+    let (_, refresh) = server
+        .post(&format!("/v1/callees/{callee}/refresh"), json!({}))
+        .await;
+    assert_eq!(refresh["status"], "unchanged");
+    assert_eq!(gate(&server, &callee, "1.0").await, "demoted");
+
+    // A fresh passing probe does.
+    agent.set_behaviour(Behaviour::Conformant);
+    let run = probe(&server, &callee, "1.0").await;
+    assert_eq!(events(&run), ["probe-finished", "promoted"]);
+    assert_eq!(gate(&server, &callee, "1.0").await, "lifecycle-trusted");
+    let (_, verify) = server.get("/v1/ledger/verify").await;
+    assert_eq!(verify["ok"], true);
+    server.stop().await;
+}
+
+/// One switch: promoted first, then the behaviour, then back to conformant.
+async fn demotes_and_recovers(
+    config: FakeAgentConfig,
+    version: &str,
+    script: Value,
+    behaviour: Behaviour,
+    code: &str,
+    class: &str,
+) {
+    let db = TestDb::sqlite().await;
+    let agent = FakeAgent::start(config, Behaviour::Conformant)
+        .await
+        .unwrap();
+    let server = TestServer::start(db.target.clone()).await;
+    let callee = register(&server, &agent.origin(), script).await;
+    let first = probe(&server, &callee, version).await;
+    assert_eq!(
+        events(&first),
+        ["probe-finished", "promoted"],
+        "{behaviour:?} baseline: {:#}",
+        first["verdict"]
+    );
+
+    agent.set_behaviour(behaviour);
+    let run = probe(&server, &callee, version).await;
+    let f = finding(&run, code);
+    assert_eq!(f["status"], "fail", "{behaviour:?}: {f}");
+    assert_eq!(f["trigger"], class, "{behaviour:?}: {f}");
+    assert_eq!(run["verdict"]["passed"], false);
+    assert_eq!(events(&run), ["probe-finished", "demoted"], "{behaviour:?}");
+    assert_eq!(run["ledger_events"][1]["data"]["class"], class);
+    assert_eq!(gate(&server, &callee, version).await, "demoted");
+
+    agent.set_behaviour(Behaviour::Conformant);
+    let again = probe(&server, &callee, version).await;
+    assert_eq!(
+        events(&again),
+        ["probe-finished", "promoted"],
+        "{behaviour:?} recovery"
+    );
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_terminal_events_demote_with_the_terminal_class() {
+    demotes_and_recovers(
+        FakeAgentConfig::default(),
+        "1.0",
+        json!({}),
+        Behaviour::TwoTerminalEvents,
+        "LC-SINGLE-TERMINAL",
+        "terminal",
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_event_after_the_terminal_one_demotes_with_the_terminal_class() {
+    demotes_and_recovers(
+        FakeAgentConfig::default(),
+        "1.0",
+        json!({}),
+        Behaviour::EventAfterTerminal,
+        "LC-NOTHING-AFTER-TERMINAL",
+        "terminal",
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn push_registration_answering_500_demotes_with_the_push_class() {
+    demotes_and_recovers(
+        FakeAgentConfig::default(),
+        "1.0",
+        json!({}),
+        Behaviour::PushRegistration500,
+        "CAP-PUSH",
+        "push",
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn input_required_loops_without_history_growth_demote_with_the_history_class() {
+    let config = FakeAgentConfig {
+        versions: vec!["0.3"],
+        streaming: false,
+        push: false,
+        state_transition_history: true,
+        ..FakeAgentConfig::default()
+    };
+    let script = json!({"message": "need-input", "follow_ups": ["need-input again", "done"]});
+    demotes_and_recovers(
+        config,
+        "0.3",
+        script,
+        Behaviour::StuckHistory,
+        "CAP-HISTORY",
+        "history",
+    )
+    .await;
+}
+
+/// One switch on a fresh callee: the finding fails, nothing is promoted, nothing demoted.
+async fn fails_without_trigger(behaviour: Behaviour, code: &str, mentions: &str) -> Value {
+    let db = TestDb::sqlite().await;
+    let agent = FakeAgent::start(FakeAgentConfig::default(), behaviour)
+        .await
+        .unwrap();
+    let mut settings = test_settings(db.target.clone());
+    settings.probe.deadline = Duration::from_secs(4);
+    settings.probe.limits.idle = Duration::from_secs(2);
+    let server = TestServer::start_with(settings).await;
+    let callee = register(&server, &agent.origin(), json!({})).await;
+    let run = probe(&server, &callee, "1.0").await;
+    let f = finding(&run, code);
+    assert_eq!(f["status"], "fail", "{behaviour:?}: {run:#}");
+    assert!(
+        f["message"].as_str().unwrap().contains(mentions),
+        "{behaviour:?}: {f}"
+    );
+    assert_eq!(run["verdict"]["passed"], false);
+    assert!(
+        run["verdict"]["triggers"].as_array().unwrap().is_empty(),
+        "{behaviour:?}"
+    );
+    assert_eq!(events(&run), ["probe-finished"]);
+    assert_eq!(gate(&server, &callee, "1.0").await, "card-trusted");
+    server.stop().await;
+    run
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn streaming_advertised_but_plain_json_fails_the_streaming_probe() {
+    let run = fails_without_trigger(
+        Behaviour::StreamingPlainJson,
+        "CAP-STREAMING",
+        "instead of text/event-stream",
+    )
+    .await;
+    assert_eq!(run["capabilities"]["streaming"]["status"], "failed");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_task_that_never_finishes_is_an_incomplete_lifecycle() {
+    let run = fails_without_trigger(
+        Behaviour::NeverFinishes,
+        "LC-FULL-LIFECYCLE",
+        "never reached a terminal state",
+    )
+    .await;
+    assert_eq!(run["capabilities"]["streaming"]["status"], "failed");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn malformed_sse_is_a_finding_not_a_crash() {
+    let run = fails_without_trigger(Behaviour::MalformedSse, "LC-WELL-FORMED", "malformed").await;
+    assert_eq!(run["capabilities"]["streaming"]["status"], "failed");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_probe_per_subject_at_a_time_and_shutdown_aborts_the_running_one() {
+    let db = TestDb::sqlite().await;
+    let agent = FakeAgent::start(FakeAgentConfig::default(), Behaviour::NeverFinishes)
+        .await
+        .unwrap();
+    let server = TestServer::start(db.target.clone()).await;
+    let callee = register(&server, &agent.origin(), json!({})).await;
+    let (status, first) = server
+        .post(&format!("/v1/callees/{callee}/probes"), json!({}))
+        .await;
+    assert_eq!(status, 202, "the only version is implied: {first}");
+    let (status, second) = server
+        .post(
+            &format!("/v1/callees/{callee}/probes"),
+            json!({"protocol_version": "1.0"}),
+        )
+        .await;
+    assert_eq!((status, error_code(&second)), (409, "conflict"));
+    assert!(
+        second["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains(first["id"].as_str().unwrap()),
+        "{second}"
+    );
+    let (status, wrong) = server
+        .post(
+            &format!("/v1/callees/{callee}/probes"),
+            json!({"protocol_version": "2.0"}),
+        )
+        .await;
+    assert_eq!((status, error_code(&wrong)), (400, "invalid_request"));
+
+    // Wait until it is running, then shut down: the run is cut short and never promotes.
+    let id = first["id"].as_str().unwrap().to_string();
+    for _ in 0..100 {
+        let (_, run) = server.get(&format!("/v1/probes/{id}")).await;
+        if run["status"] == "running" {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    server.stop().await;
+    let run = db
+        .store
+        .probe_run(cardgate::domain::ids::ProbeRunId(id.parse().unwrap()))
+        .await
+        .unwrap();
+    assert_eq!(run.status.as_str(), "aborted");
+    assert!(run.error.unwrap().contains("cut short"));
+    let subject = db.store.subjects(run.callee_id).await.unwrap().remove(0);
+    assert_eq!(subject.gate().as_str(), "card-trusted");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_left_running_by_a_crash_is_aborted_at_the_next_start() {
+    let db = TestDb::sqlite().await;
+    let agent = FakeAgent::start(FakeAgentConfig::default(), Behaviour::NeverFinishes)
+        .await
+        .unwrap();
+    let server = TestServer::start(db.target.clone()).await;
+    let callee = register(&server, &agent.origin(), json!({})).await;
+    server.stop().await;
+    // A run queued and marked running as a crashed process would have left it.
+    let run = cardgate::service::probe::enqueue_probe(
+        &db.store,
+        cardgate::domain::ids::CalleeId(callee.parse().unwrap()),
+        cardgate::domain::version::ProtocolVersion::new(1, 0),
+        "operator",
+        "test",
+        cardgate::domain::time::now(),
+    )
+    .await
+    .unwrap();
+    db.store
+        .start_probe_run(
+            run.id,
+            "http://x",
+            "json-rpc-v1",
+            cardgate::domain::time::now(),
+        )
+        .await
+        .unwrap();
+
+    let mut settings = test_settings(db.target.clone());
+    settings.worker.concurrency = 1;
+    let server = TestServer::start_with(settings).await;
+    let (_, body) = server.get(&format!("/v1/probes/{}", run.id)).await;
+    assert_eq!(body["status"], "aborted", "{body:#}");
+    assert!(body["ledger_events"].as_array().unwrap().is_empty());
+    server.stop().await;
+}
