@@ -49,6 +49,9 @@ pub enum Command {
     Migrate(DatabaseArgs),
     /// Print the OpenAPI document and exit.
     Openapi,
+    /// Discover an agent and run one probe cycle per protocol version, without a database or
+    /// server. Exit code 0: every subject would be promoted; 1: not; 2: usage or fetch error.
+    Probe(crate::cli::probe::ProbeArgs),
 }
 
 #[derive(Debug, Clone, Args)]

@@ -10,6 +10,7 @@
 #![forbid(unsafe_code)]
 
 pub mod app;
+pub mod cli;
 pub mod config;
 pub mod domain;
 pub mod fake_agent;

@@ -37,6 +37,7 @@ async fn run(command: Command) -> anyhow::Result<ExitCode> {
             store.migrate().await.context("applying migrations")?;
             println!("migrations applied ({})", store.backend());
         }
+        Command::Probe(args) => return Ok(cardgate::cli::probe::run(args).await),
         Command::Openapi => {
             println!(
                 "{}",

@@ -14,7 +14,7 @@ use super::ledger::EventView;
 use super::views::GateStateView;
 use crate::app::AppState;
 use crate::domain::ids::CalleeId;
-use crate::domain::probe::ProbeScript;
+use crate::domain::probe::{ProbeRun, ProbeScript};
 use crate::service::callees::{self, CalleeDetail, RefreshOutcome, Registration, Revalidate};
 use crate::storage::Subject;
 
@@ -121,6 +121,17 @@ pub struct SubjectView {
     pub ledger_seq: i64,
     /// Where the gate state last changed.
     pub last_change: ChangeView,
+    /// The newest probe run of this subject.
+    pub last_probe: Option<ProbeRef>,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ProbeRef {
+    pub id: Uuid,
+    /// `queued`, `running`, `finished` or `aborted`.
+    pub status: String,
+    pub passed: Option<bool>,
+    pub finished_at: Option<DateTime<Utc>>,
 }
 
 #[derive(Debug, Serialize, ToSchema)]
@@ -160,8 +171,8 @@ pub fn page_size(limit: Option<u32>) -> Result<u32, ApiError> {
     }
 }
 
-impl From<&Subject> for SubjectView {
-    fn from(s: &Subject) -> Self {
+impl SubjectView {
+    fn new(s: &Subject, last_probe: Option<&ProbeRun>) -> Self {
         Self {
             protocol_version: s.protocol_version.to_string(),
             gate_state: s.gate().into(),
@@ -171,6 +182,12 @@ impl From<&Subject> for SubjectView {
                 seq: s.last_change.seq,
                 at: s.last_change.at,
             },
+            last_probe: last_probe.map(|r| ProbeRef {
+                id: r.id.0,
+                status: r.status.as_str().to_string(),
+                passed: r.passed,
+                finished_at: r.finished_at,
+            }),
         }
     }
 }
@@ -189,7 +206,11 @@ impl From<CalleeDetail> for CalleeView {
                 status: d.callee.fetch.status.map(|s| s.as_str().to_string()),
                 error: d.callee.fetch.error.clone(),
             },
-            subjects: d.subjects.iter().map(SubjectView::from).collect(),
+            subjects: d
+                .subjects
+                .iter()
+                .map(|s| SubjectView::new(s, d.last_probes.get(&s.protocol_version)))
+                .collect(),
         }
     }
 }

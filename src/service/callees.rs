@@ -13,7 +13,9 @@ use crate::domain::card::changes::{self, NewCard};
 use crate::domain::card::signature::parse_jwks;
 use crate::domain::ids::{CalleeId, SnapshotId};
 use crate::domain::ledger::{EventRecord, NewEvent};
+use crate::domain::probe::ProbeRun;
 use crate::domain::time::Timestamp;
+use crate::domain::version::ProtocolVersion;
 use crate::storage::{Store, StoreError, Subject};
 
 /// A callee with its subjects and newest card snapshot.
@@ -22,6 +24,8 @@ pub struct CalleeDetail {
     pub callee: Callee,
     pub subjects: Vec<Subject>,
     pub latest_card: Option<CardSnapshot>,
+    /// Each subject's newest probe run.
+    pub last_probes: BTreeMap<ProtocolVersion, ProbeRun>,
 }
 
 /// What an operator supplies to register a callee.
@@ -151,6 +155,7 @@ pub async fn register(
         callee,
         subjects: appended.into_iter().map(|(_, s)| s).collect(),
         latest_card: Some(snapshot),
+        last_probes: BTreeMap::new(),
     })
 }
 
@@ -365,10 +370,17 @@ pub async fn get(store: &Store, id: CalleeId) -> Result<CalleeDetail, ServiceErr
 async fn detail(store: &Store, callee: Callee) -> Result<CalleeDetail, ServiceError> {
     let subjects = store.subjects(callee.id).await?;
     let latest_card = store.latest_snapshot(callee.id).await?;
+    let mut last_probes = BTreeMap::new();
+    for s in &subjects {
+        if let Some(run) = store.latest_probe(callee.id, s.protocol_version).await? {
+            last_probes.insert(s.protocol_version, run);
+        }
+    }
     Ok(CalleeDetail {
         callee,
         subjects,
         latest_card,
+        last_probes,
     })
 }
 

@@ -6,9 +6,11 @@
 mod support;
 
 mod api;
+mod cli;
 mod discovery;
 mod openapi;
 mod probes;
 mod python_sdk;
 mod restart;
+mod sse;
 mod storage;

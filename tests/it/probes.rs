@@ -135,6 +135,11 @@ async fn a_conformant_agent_is_promoted_and_answers_authoritatively(db: TestDb) 
             .any(|e| e["method"] == "SendStreamingMessage")
     );
     assert_eq!(gate(&server, &callee, "1.0").await, "lifecycle-trusted");
+    let (_, detail) = server.get(&format!("/v1/callees/{callee}")).await;
+    assert_eq!(detail["subjects"][0]["last_probe"]["id"], run["id"]);
+    assert_eq!(detail["subjects"][0]["last_probe"]["passed"], true);
+    let (_, runs) = server.get(&format!("/v1/callees/{callee}/probes")).await;
+    assert_eq!(runs["items"][0]["id"], run["id"]);
 
     let after = decision(
         &server,

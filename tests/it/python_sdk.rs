@@ -151,3 +151,100 @@ async fn the_python_sdk_agent_is_probed_over_v1_and_v03_and_shows_what_it_really
     }
     server.stop().await;
 }
+
+/// No push inbox: the REST probe below registers no webhook.
+struct NoInbox;
+
+#[async_trait::async_trait]
+impl cardgate::service::probe::PushInbox for NoInbox {
+    async fn deliveries(&self, _token: &str) -> Vec<cardgate::service::probe::InboxDelivery> {
+        Vec::new()
+    }
+}
+
+struct Quiet;
+
+impl cardgate::service::probe::Progress for Quiet {
+    fn step(&self, _message: &str) {}
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_http_json_binding_is_spoken_where_a_card_offers_only_that() {
+    use cardgate::domain::card::parse_card;
+    use cardgate::domain::probe::ProbeScript;
+    use cardgate::domain::version::ProtocolVersion;
+    use cardgate::remote::{NetworkPolicy, Outbound, OutboundSettings};
+    use cardgate::service::probe::{ProbeSettings, probe_interface};
+
+    let Some(agent) = PythonAgent::start().await else {
+        return;
+    };
+    let card: Value = reqwest::Client::new()
+        .get(format!("{}/.well-known/agent-card.json", agent.origin))
+        .header("A2A-Version", "1.0")
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let mut card = parse_card(&card).unwrap();
+    card.interfaces.retain(|i| i.binding == "HTTP+JSON");
+    assert_eq!(card.interfaces.len(), 1, "the agent offers HTTP+JSON 1.0");
+
+    let policy = NetworkPolicy::new(NetworkPolicy::parse_allowed("127.0.0.0/8").unwrap());
+    let outbound = Outbound::new(OutboundSettings {
+        policy,
+        ..OutboundSettings::default()
+    })
+    .unwrap();
+    let settings = ProbeSettings::default();
+    let out = probe_interface(
+        &outbound,
+        &settings,
+        &card,
+        ProtocolVersion::new(1, 0),
+        &ProbeScript::default(),
+        None,
+        &NoInbox,
+        &Quiet,
+    )
+    .await
+    .unwrap();
+    assert_eq!(out.wire.as_str(), "rest-v1");
+    let find = |code: &str| {
+        out.judgement
+            .findings
+            .iter()
+            .find(|f| f.code == code)
+            .unwrap()
+    };
+    assert_eq!(
+        serde_json::to_value(find("LC-FULL-LIFECYCLE").status).unwrap(),
+        "pass",
+        "{:#?}",
+        out.judgement.findings
+    );
+    assert_eq!(
+        serde_json::to_value(find("CAP-STREAMING").status).unwrap(),
+        "pass",
+        "{:#?}",
+        out.judgement.findings
+    );
+    assert_eq!(
+        serde_json::to_value(find("LC-GET-AGREES").status).unwrap(),
+        "pass"
+    );
+    let methods: Vec<&str> = out
+        .transcript
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["method"].as_str().unwrap())
+        .collect();
+    assert!(
+        methods.contains(&"POST /message:stream")
+            && methods.iter().any(|m| m.starts_with("GET /tasks/")),
+        "{methods:?}"
+    );
+}

@@ -1,0 +1,3 @@
+//! Subcommands that run without the service: `cardgate probe`.
+
+pub mod probe;

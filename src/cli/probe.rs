@@ -1,0 +1,365 @@
+//! `cardgate probe <card-url>`: discovery and one probe cycle per subject, with no database and
+//! no server; a temporary webhook receiver stands in for the service's. Progress goes to
+//! stderr as it happens; the report (or `--json`) to stdout. Exit code 0 when every probed
+//! subject would be promoted, 1 when not, 2 on usage or fetch errors.
+
+use std::collections::HashMap;
+use std::io::Write;
+use std::net::SocketAddr;
+use std::process::ExitCode;
+use std::sync::{Arc, Mutex};
+
+use axum::Router;
+use axum::body::Bytes;
+use axum::extract::{Path, State};
+use axum::http::{HeaderMap, StatusCode};
+use axum::routing::post;
+use clap::Args;
+use serde_json::{Value, json};
+
+use crate::config::{OutboundArgs, with_trailing_slash};
+use crate::domain::callee::CardUrl;
+use crate::domain::decision::CapabilityOutcome;
+use crate::domain::probe::{FindingStatus, ProbeScript};
+use crate::domain::time;
+use crate::domain::version::ProtocolVersion;
+use crate::remote::Outbound;
+use crate::service::discovery::{Discovery, Fetch};
+use crate::service::probe::{self, InboxDelivery, ProbeSettings, Progress, PushInbox};
+use crate::storage::PushDelivery;
+
+#[derive(Debug, Clone, Args)]
+pub struct ProbeArgs {
+    /// The agent's card URL: an origin, its well-known card URL, or the legacy agent.json URL.
+    pub card_url: String,
+
+    /// Probe only this `Major.Minor` (default: every version the card offers).
+    #[arg(long = "version", value_name = "MAJOR.MINOR")]
+    pub protocol_version: Option<String>,
+
+    /// Print the report as JSON on stdout.
+    #[arg(long)]
+    pub json: bool,
+
+    /// The first message of the lifecycle task.
+    #[arg(long)]
+    pub message: Option<String>,
+
+    /// A follow-up text for `input-required` turns (repeat for several).
+    #[arg(long = "follow-up")]
+    pub follow_ups: Vec<String>,
+
+    /// The first message of the push task (it should keep the task open for a moment).
+    #[arg(long)]
+    pub push_message: Option<String>,
+
+    /// Also start a task with this text and cancel it.
+    #[arg(long)]
+    pub cancel_message: Option<String>,
+
+    /// A JWKS file to pin instead of fetching the card's `jku`.
+    #[arg(long, value_name = "FILE")]
+    pub trusted_keys: Option<std::path::PathBuf>,
+
+    /// Where the temporary push webhook listens.
+    #[arg(long, default_value = "127.0.0.1:0")]
+    pub webhook_listen: SocketAddr,
+
+    /// The URL agents use to reach the webhook (default: the listen address).
+    #[arg(long)]
+    pub public_url: Option<url::Url>,
+
+    #[command(flatten)]
+    pub outbound: OutboundArgs,
+}
+
+/// Prints each step as it happens.
+struct Stderr;
+
+impl Progress for Stderr {
+    fn step(&self, message: &str) {
+        let mut err = std::io::stderr().lock();
+        let _ = writeln!(err, "{message}");
+    }
+}
+
+/// The temporary webhook's deliveries, by token.
+#[derive(Clone, Default)]
+struct MemoryInbox(Arc<Mutex<HashMap<String, Vec<PushDelivery>>>>);
+
+#[async_trait::async_trait]
+impl PushInbox for MemoryInbox {
+    async fn deliveries(&self, token: &str) -> Vec<InboxDelivery> {
+        let all = self
+            .0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        all.get(token)
+            .map(|list| list.iter().map(|d| probe::to_inbox(d, token)).collect())
+            .unwrap_or_default()
+    }
+}
+
+async fn receive(
+    State(inbox): State<MemoryInbox>,
+    Path(token): Path<String>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> StatusCode {
+    let delivery = PushDelivery {
+        received_at: time::now(),
+        headers: probe::delivery_headers(&headers),
+        body: body.to_vec(),
+    };
+    let mut all = inbox
+        .0
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    match all.get_mut(&token) {
+        Some(list) => {
+            list.push(delivery);
+            StatusCode::NO_CONTENT
+        }
+        None => StatusCode::NOT_FOUND,
+    }
+}
+
+/// Runs the command; the exit code follows the module doc.
+pub async fn run(args: ProbeArgs) -> ExitCode {
+    match run_inner(args).await {
+        Ok(code) => code,
+        Err(message) => {
+            eprintln!("error: {message}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+async fn run_inner(args: ProbeArgs) -> Result<ExitCode, String> {
+    let card_url = CardUrl::parse(&args.card_url).map_err(|e| e.to_string())?;
+    let only = args
+        .protocol_version
+        .as_deref()
+        .map(|v| ProtocolVersion::parse_exact(v).map_err(|e| format!("--version: {e}")))
+        .transpose()?;
+    let script = ProbeScript {
+        message: args
+            .message
+            .clone()
+            .unwrap_or_else(|| ProbeScript::default().message),
+        follow_ups: if args.follow_ups.is_empty() {
+            ProbeScript::default().follow_ups
+        } else {
+            args.follow_ups.clone()
+        },
+        push_message: args.push_message.clone(),
+        cancel_message: args.cancel_message.clone(),
+    };
+    script.validate()?;
+    let trusted_keys: Option<Value> = match &args.trusted_keys {
+        Some(path) => {
+            let text =
+                std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
+            Some(serde_json::from_str(&text).map_err(|e| format!("{}: {e}", path.display()))?)
+        }
+        None => None,
+    };
+    let outbound = Outbound::new(args.outbound.outbound().map_err(|e| e.to_string())?)
+        .map_err(|e| e.to_string())?;
+    let discovery = Discovery::new(outbound.clone(), args.outbound.discovery());
+
+    eprintln!("fetching the card at {card_url}");
+    let fetched = discovery
+        .fetch(&card_url, None)
+        .await
+        .map_err(|e| format!("the card could not be fetched: {e}"))?;
+    let Fetch::Body { url, bytes, .. } = fetched else {
+        return Err("the card server answered 304 to an unconditional request".into());
+    };
+    let assessment = discovery.assess(&url, &bytes, trusted_keys.as_ref()).await;
+    eprintln!(
+        "card from {url}: signature {}",
+        assessment.signature.status()
+    );
+    let Some(card) = assessment.card.clone().filter(|_| assessment.trusted) else {
+        let problem = assessment.problem.clone().unwrap_or_default();
+        report_untrusted(&args, url.as_str(), &problem);
+        return Ok(ExitCode::from(1));
+    };
+
+    let inbox = MemoryInbox::default();
+    let listener = tokio::net::TcpListener::bind(args.webhook_listen)
+        .await
+        .map_err(|e| format!("webhook listener: {e}"))?;
+    let local = listener.local_addr().map_err(|e| e.to_string())?;
+    let router = Router::new()
+        .route("/v1/hooks/push/{token}", post(receive))
+        .with_state(inbox.clone());
+    let server = tokio::spawn(async move { axum::serve(listener, router).await });
+    let base = match &args.public_url {
+        Some(url) => with_trailing_slash(url.clone()),
+        None => url::Url::parse(&format!("http://{local}/")).map_err(|e| e.to_string())?,
+    };
+    let settings = ProbeSettings {
+        public_url: Some(base.clone()),
+        ..ProbeSettings::default()
+    };
+
+    let versions: Vec<ProtocolVersion> = card
+        .versions()
+        .into_iter()
+        .filter(|v| only.is_none_or(|o| o == *v))
+        .collect();
+    if versions.is_empty() {
+        return Err(format!(
+            "the card offers no {}",
+            only.map(|v| v.to_string()).unwrap_or_default()
+        ));
+    }
+    let mut reports = Vec::new();
+    let mut all_pass = true;
+    for version in versions {
+        let token = probe::new_token();
+        inbox
+            .0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .insert(token.clone(), Vec::new());
+        let push = base
+            .join(&format!("v1/hooks/push/{token}"))
+            .ok()
+            .map(|u| (u, token));
+        eprintln!();
+        match probe::probe_interface(
+            &outbound, &settings, &card, version, &script, push, &inbox, &Stderr,
+        )
+        .await
+        {
+            Ok(output) => {
+                all_pass &= output.judgement.verdict.passed;
+                reports.push((version, Ok(output)));
+            }
+            Err(why) => {
+                all_pass = false;
+                eprintln!("  cannot probe {version}: {why}");
+                reports.push((version, Err(why)));
+            }
+        }
+    }
+    server.abort();
+
+    if args.json {
+        let subjects: Vec<Value> = reports
+            .iter()
+            .map(|(version, report)| match report {
+                Ok(o) => json!({
+                    "protocol_version": version.to_string(),
+                    "interface": o.interface.url, "wire": o.wire.as_str(),
+                    "would_promote": o.judgement.verdict.passed,
+                    "verdict": o.judgement.verdict,
+                    "capabilities": o.judgement.capabilities,
+                    "findings": o.judgement.findings,
+                    "transitions": o.observations.transitions,
+                }),
+                Err(why) => json!({"protocol_version": version.to_string(), "would_promote": false, "error": why}),
+            })
+            .collect();
+        let out = json!({
+            "card_url": url.as_str(), "signature": assessment.signature, "uncovered_fields": assessment.uncovered,
+            "subjects": subjects,
+        });
+        println!("{}", serde_json::to_string_pretty(&out).unwrap_or_default());
+    } else {
+        print_report(
+            url.as_str(),
+            &assessment.signature.status().to_string(),
+            &reports,
+        );
+    }
+    Ok(if all_pass {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    })
+}
+
+fn report_untrusted(args: &ProbeArgs, url: &str, problem: &str) {
+    if args.json {
+        println!(
+            "{}",
+            json!({"card_url": url, "trusted": false, "problem": problem, "subjects": []})
+        );
+    } else {
+        println!(
+            "\n{url}\n  the card is not trusted: {problem}\n  nothing was probed; no subject would be promoted"
+        );
+    }
+}
+
+fn print_report(
+    url: &str,
+    signature: &str,
+    reports: &[(ProtocolVersion, Result<probe::CycleOutput, String>)],
+) {
+    println!("\ncardgate probe report for {url}");
+    println!("card signature: {signature}");
+    for (version, report) in reports {
+        println!();
+        let o = match report {
+            Ok(o) => o,
+            Err(why) => {
+                println!("A2A {version}: not probed: {why}");
+                continue;
+            }
+        };
+        let verdict = if o.judgement.verdict.passed {
+            "would be PROMOTED to lifecycle-trusted"
+        } else {
+            "would NOT be promoted"
+        };
+        println!(
+            "A2A {version} via {} ({}): {verdict}",
+            o.interface.url,
+            o.wire.as_str()
+        );
+        println!("  transitions:");
+        for t in &o.observations.transitions {
+            println!(
+                "    {:<9} {:<8} {:<15} {}",
+                format!("{:?}", t.role).to_lowercase(),
+                t.source.to_string(),
+                t.state.to_string(),
+                t.timestamp.as_deref().unwrap_or("(no status.timestamp)")
+            );
+        }
+        println!("  capabilities:");
+        for (cap, outcome) in &o.judgement.capabilities {
+            let text = match outcome {
+                CapabilityOutcome::Passed => "passed".to_string(),
+                CapabilityOutcome::Failed { reason } => format!("FAILED: {reason}"),
+                CapabilityOutcome::NotAdvertised => "not advertised".to_string(),
+                CapabilityOutcome::NotExercised { reason } => format!("not exercised: {reason}"),
+            };
+            println!("    {:<24} {text}", cap.as_str());
+        }
+        println!("  findings:");
+        for f in &o.judgement.findings {
+            let mark = match f.status {
+                FindingStatus::Pass => "pass",
+                FindingStatus::Fail => "FAIL",
+                FindingStatus::NotExercised => "n/e ",
+            };
+            let trigger = f
+                .trigger
+                .map(|t| format!(" [demotes: {}]", t.as_str()))
+                .unwrap_or_default();
+            println!("    {mark} {:<26} {}{trigger}", f.code, f.message);
+        }
+        if !o.judgement.verdict.reasons.is_empty() {
+            println!("  why not promoted:");
+            for r in &o.judgement.verdict.reasons {
+                println!("    - {r}");
+            }
+        }
+    }
+}

@@ -1,0 +1,70 @@
+//! `cardgate probe`: a real binary against a fake agent on loopback.
+
+use std::process::Output;
+
+use cardgate::fake_agent::{Behaviour, FakeAgent, FakeAgentConfig};
+use serde_json::Value;
+
+async fn cardgate_probe(args: &[&str]) -> Output {
+    tokio::process::Command::new(env!("CARGO_BIN_EXE_cardgate"))
+        .arg("probe")
+        .args(args)
+        .env("CARDGATE_ALLOW_NETWORKS", "127.0.0.0/8")
+        .env_remove("DATABASE_URL")
+        .output()
+        .await
+        .expect("cardgate runs")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn probe_exits_0_when_the_subject_would_be_promoted_and_prints_a_readable_report() {
+    let agent = FakeAgent::start(FakeAgentConfig::default(), Behaviour::Conformant)
+        .await
+        .unwrap();
+    let out = cardgate_probe(&[&agent.origin()]).await;
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stdout}\n{stderr}");
+    assert!(
+        stdout.contains("would be PROMOTED to lifecycle-trusted"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("pass LC-FULL-LIFECYCLE"), "{stdout}");
+    // Progress is printed step by step on stderr.
+    assert!(
+        stderr.contains("lifecycle task: streaming send"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("webhook registered"), "{stderr}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn probe_exits_1_when_not_and_says_why_in_json() {
+    let agent = FakeAgent::start(FakeAgentConfig::default(), Behaviour::TwoTerminalEvents)
+        .await
+        .unwrap();
+    let out = cardgate_probe(&[&agent.origin(), "--json"]).await;
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let report: Value = serde_json::from_slice(&out.stdout).expect("--json prints JSON");
+    let subject = &report["subjects"][0];
+    assert_eq!(subject["protocol_version"], "1.0");
+    assert_eq!(subject["would_promote"], false);
+    assert_eq!(subject["verdict"]["triggers"][0][0], "terminal");
+    assert_eq!(report["signature"]["status"], "verified");
+}
+
+#[tokio::test]
+async fn probe_exits_2_on_usage_and_fetch_errors() {
+    let unreachable = cardgate_probe(&["http://127.0.0.1:9/"]).await;
+    assert_eq!(unreachable.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&unreachable.stderr).contains("could not be fetched"));
+    let usage = cardgate_probe(&["not a url"]).await;
+    assert_eq!(usage.status.code(), Some(2));
+    let bad_version = cardgate_probe(&["http://127.0.0.1:9/", "--version", "1"]).await;
+    assert_eq!(bad_version.status.code(), Some(2));
+}
