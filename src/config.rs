@@ -40,8 +40,6 @@ pub enum LogFormat {
 }
 
 #[derive(Debug, Subcommand)]
-// Parsed once at start; the size of the serve arguments does not matter.
-#[expect(clippy::large_enum_variant)]
 pub enum Command {
     /// Run the registry service (HTTP API, Swagger UI at /docs).
     Serve(ServeArgs),

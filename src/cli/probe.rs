@@ -270,11 +270,7 @@ async fn run_inner(args: ProbeArgs) -> Result<ExitCode, String> {
         });
         println!("{}", serde_json::to_string_pretty(&out).unwrap_or_default());
     } else {
-        print_report(
-            url.as_str(),
-            &assessment.signature.status().to_string(),
-            &reports,
-        );
+        print_report(url.as_str(), assessment.signature.status(), &reports);
     }
     Ok(if all_pass {
         ExitCode::SUCCESS
