@@ -13,6 +13,7 @@ use crate::http::{self, HttpLimits};
 use crate::remote::{Outbound, OutboundSettings};
 use crate::service::discovery::{Discovery, DiscoverySettings};
 use crate::service::probe::ProbeSettings;
+use crate::service::schedule::{self, ScheduleSettings, Ticks};
 use crate::service::worker::{self, WorkerSettings};
 use crate::storage::{DatabaseTarget, PoolSettings, Store};
 
@@ -40,8 +41,13 @@ pub struct AppState {
     pub outbound: Outbound,
     pub discovery: Discovery,
     pub probe: ProbeSettings,
+    pub schedule: Arc<ScheduleSettings>,
     /// Wakes the job worker when a job is enqueued.
     pub wake: Arc<tokio::sync::Notify>,
+    /// The scheduler's last ticks in this process.
+    pub ticks: Arc<Ticks>,
+    /// This process's name in job leases.
+    pub instance: String,
 }
 
 impl AppState {
@@ -61,6 +67,7 @@ pub struct Settings {
     pub discovery: DiscoverySettings,
     pub probe: ProbeSettings,
     pub worker: WorkerSettings,
+    pub schedule: ScheduleSettings,
 }
 
 impl Settings {
@@ -75,6 +82,7 @@ impl Settings {
             discovery: DiscoverySettings::default(),
             probe: ProbeSettings::default(),
             worker: WorkerSettings::default(),
+            schedule: ScheduleSettings::default(),
         }
     }
 }
@@ -101,7 +109,10 @@ impl App {
             outbound,
             discovery,
             probe: settings.probe.clone(),
+            schedule: Arc::new(settings.schedule.clone()),
             wake: Arc::new(tokio::sync::Notify::new()),
+            ticks: Arc::new(Ticks::default()),
+            instance: settings.worker.owner.clone(),
         };
         // Work cut short by a crash or shutdown: probes are aborted (they never promote) and
         // their jobs become claimable again. An SQLite file has one process by design, so
@@ -145,6 +156,7 @@ impl App {
         let router = http::router(self.state.clone(), &self.settings.http);
         let addr = listener.local_addr()?;
         tracing::info!(%addr, database = self.state.store.backend(), "cardgate listening on http://{addr}");
+        let mut scheduler = schedule::start(self.state.clone(), self.state.ticks.clone()).await?;
         let stop = tokio_util::sync::CancellationToken::new();
         let worker = tokio::spawn(worker::run(
             self.state.clone(),
@@ -162,6 +174,9 @@ impl App {
             .await
             .context("serving HTTP");
         stop.cancel();
+        if let Err(e) = scheduler.shutdown().await {
+            tracing::warn!(error = ?e, "stopping the scheduler");
+        }
         if let Err(e) = worker.await {
             tracing::error!(error = ?e, "the job worker panicked");
         }

@@ -6,12 +6,15 @@ use std::time::Duration;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
 use crate::app::Settings;
+use crate::domain::callee::Backoff;
 use crate::http::HttpLimits;
 use crate::remote::{NetworkPolicy, OutboundSettings};
 use crate::service::discovery::DiscoverySettings;
 use crate::service::probe::ProbeSettings;
+use crate::service::schedule::ScheduleSettings;
 use crate::service::worker::WorkerSettings;
 use crate::storage::{DatabaseTarget, PoolSettings};
+use anyhow::Context;
 
 #[derive(Debug, Parser)]
 #[command(
@@ -99,6 +102,9 @@ pub struct ServeArgs {
 
     #[command(flatten)]
     pub probe: ProbeArgs,
+
+    #[command(flatten)]
+    pub schedule: ScheduleArgs,
 }
 
 /// How cardgate reaches agents (cards, key sets, probes, push registration).
@@ -168,8 +174,69 @@ impl ServeArgs {
             probe: self.probe.settings()?,
             worker: WorkerSettings {
                 concurrency: self.probe.workers.max(1),
+                lease: Duration::from_secs(self.schedule.job_lease_secs.max(1)),
                 ..WorkerSettings::default()
             },
+            schedule: self.schedule.settings()?,
+        })
+    }
+}
+
+/// Periodic work and the queue.
+#[derive(Debug, Clone, Args)]
+pub struct ScheduleArgs {
+    /// When to refresh every callee's card: a 6-field cron expression, seconds first.
+    #[arg(
+        long,
+        env = "CARDGATE_REFRESH_SCHEDULE",
+        default_value = "0 */5 * * * *"
+    )]
+    pub refresh_schedule: String,
+
+    /// When to re-probe demoted and stale subjects: a 6-field cron expression, seconds first.
+    #[arg(long, env = "CARDGATE_REPROBE_SCHEDULE", default_value = "0 0 3 * * *")]
+    pub reprobe_schedule: String,
+
+    /// A subject whose newest probe is older than this many seconds is re-probed.
+    #[arg(long, env = "CARDGATE_PROBE_STALE_AFTER_SECS", default_value_t = 7 * 24 * 3600)]
+    pub probe_stale_after_secs: u64,
+
+    /// First backoff after a failed card fetch, in seconds (doubled per failure).
+    #[arg(long, env = "CARDGATE_REFRESH_BACKOFF_SECS", default_value_t = 60)]
+    pub refresh_backoff_secs: u64,
+
+    /// Longest backoff, in seconds.
+    #[arg(long, env = "CARDGATE_REFRESH_BACKOFF_MAX_SECS", default_value_t = 6 * 3600)]
+    pub refresh_backoff_max_secs: u64,
+
+    /// How long a worker holds a job before another may take it over (renewed while working).
+    #[arg(long, env = "CARDGATE_JOB_LEASE_SECS", default_value_t = 30)]
+    pub job_lease_secs: u64,
+
+    /// Queue probes when registration or a refresh reveals a new version or capability.
+    #[arg(long, env = "CARDGATE_PROBE_ON_CHANGE", default_value_t = true, action = clap::ArgAction::Set)]
+    pub probe_on_change: bool,
+}
+
+impl ScheduleArgs {
+    pub fn settings(&self) -> anyhow::Result<ScheduleSettings> {
+        crate::service::schedule::validate(&self.refresh_schedule)
+            .context("CARDGATE_REFRESH_SCHEDULE")?;
+        crate::service::schedule::validate(&self.reprobe_schedule)
+            .context("CARDGATE_REPROBE_SCHEDULE")?;
+        Ok(ScheduleSettings {
+            refresh: self.refresh_schedule.clone(),
+            reprobe: self.reprobe_schedule.clone(),
+            stale_after: Duration::from_secs(self.probe_stale_after_secs),
+            backoff: Backoff {
+                base: Duration::from_secs(self.refresh_backoff_secs.max(1)),
+                cap: Duration::from_secs(
+                    self.refresh_backoff_max_secs
+                        .max(self.refresh_backoff_secs.max(1)),
+                ),
+            },
+            probe_on_change: self.probe_on_change,
+            ..ScheduleSettings::default()
         })
     }
 }

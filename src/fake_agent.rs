@@ -94,6 +94,8 @@ struct Shared {
     pushes: Mutex<HashMap<String, Push>>,
     card: Mutex<Value>,
     jwks: Value,
+    key: Jwk,
+    origin: String,
     config: FakeAgentConfig,
     http: reqwest::Client,
 }
@@ -136,13 +138,15 @@ impl FakeAgent {
         let mut public = pair.to_jwk_public_key();
         public.set_key_id("fake-agent-key");
         let origin = format!("http://{addr}");
-        let card = build_card(&origin, &config, Some(&private));
+        let card = build_card(&origin, &config, &private, None);
         let shared = Arc::new(Shared {
             behaviour: Mutex::new(behaviour),
             tasks: Mutex::new(HashMap::new()),
             pushes: Mutex::new(HashMap::new()),
             card: Mutex::new(card),
             jwks: json!({"keys": [Value::Object(public.as_ref().clone())]}),
+            key: private,
+            origin,
             config,
             http: reqwest::Client::new(),
         });
@@ -181,11 +185,40 @@ impl FakeAgent {
         lock(&self.shared.card).clone()
     }
 
-    /// Replaces the served card (e.g. to announce a new version), signing it if configured.
-    pub fn set_versions(&self, versions: Vec<&'static str>, key: Option<&Jwk>) {
+    /// Serves a card offering `versions` instead (a new protocol version, or one withdrawn).
+    pub fn set_versions(&self, versions: Vec<&'static str>) {
         let mut config = self.shared.config.clone();
         config.versions = versions;
-        *lock(&self.shared.card) = build_card(&self.origin(), &config, key);
+        *lock(&self.shared.card) = build_card(&self.shared.origin, &config, &self.shared.key, None);
+    }
+
+    /// Republishes the card with another description (same versions and capabilities).
+    pub fn republish(&self, description: &str) {
+        let versions = lock(&self.shared.card)["supportedInterfaces"]
+            .as_array()
+            .map(|list| {
+                list.iter()
+                    .filter_map(|i| i["protocolVersion"].as_str())
+                    .map(|v| {
+                        if v.starts_with("0.") {
+                            "0.3"
+                        } else if v == "1.1" {
+                            "1.1"
+                        } else {
+                            "1.0"
+                        }
+                    })
+                    .collect()
+            })
+            .unwrap_or_else(|| self.shared.config.versions.clone());
+        let mut config = self.shared.config.clone();
+        config.versions = versions;
+        *lock(&self.shared.card) = build_card(
+            &self.shared.origin,
+            &config,
+            &self.shared.key,
+            Some(description),
+        );
     }
 
     pub fn stop(mut self) {
@@ -207,7 +240,13 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
-fn build_card(origin: &str, config: &FakeAgentConfig, key: Option<&Jwk>) -> Value {
+fn build_card(
+    origin: &str,
+    config: &FakeAgentConfig,
+    key: &Jwk,
+    description: Option<&str>,
+) -> Value {
+    let description = description.unwrap_or("cardgate's scriptable fake agent");
     let only_v03 = config.versions.iter().all(|v| v.starts_with("0."));
     let mut caps = json!({"streaming": config.streaming, "pushNotifications": config.push});
     let card = if only_v03 {
@@ -215,7 +254,7 @@ fn build_card(origin: &str, config: &FakeAgentConfig, key: Option<&Jwk>) -> Valu
             caps["stateTransitionHistory"] = true.into();
         }
         json!({
-            "name": "Fake Agent", "description": "cardgate's scriptable fake agent", "version": "1.0.0",
+            "name": "Fake Agent", "description": description, "version": "1.0.0",
             "url": format!("{origin}/a2a/v03"), "preferredTransport": "JSONRPC", "protocolVersion": "0.3.0",
             "capabilities": caps, "defaultInputModes": ["text/plain"], "defaultOutputModes": ["text/plain"],
             "skills": [{"id": "echo", "name": "Echo", "description": "echoes", "tags": ["test"]}]
@@ -230,19 +269,17 @@ fn build_card(origin: &str, config: &FakeAgentConfig, key: Option<&Jwk>) -> Valu
             })
             .collect();
         json!({
-            "name": "Fake Agent", "description": "cardgate's scriptable fake agent", "version": "1.0.0",
+            "name": "Fake Agent", "description": description, "version": "1.0.0",
             "supportedInterfaces": interfaces, "capabilities": caps,
             "defaultInputModes": ["text/plain"], "defaultOutputModes": ["text/plain"],
             "skills": [{"id": "echo", "name": "Echo", "description": "echoes", "tags": ["test"]}]
         })
     };
-    match (config.sign, key) {
-        (true, Some(key)) => {
-            let jku = format!("{origin}/.well-known/jwks.json");
-            sign_card(&card, key, "ES256", "fake-agent-key", Some(&jku)).unwrap_or(card)
-        }
-        _ => card,
+    if !config.sign {
+        return card;
     }
+    let jku = format!("{origin}/.well-known/jwks.json");
+    sign_card(&card, key, "ES256", "fake-agent-key", Some(&jku)).unwrap_or(card)
 }
 
 async fn card_handler(State(s): State<Arc<Shared>>) -> Json<Value> {
@@ -258,8 +295,13 @@ async fn v1_handler(
     headers: HeaderMap,
     Json(req): Json<Value>,
 ) -> Response {
-    if headers.get("a2a-version").and_then(|v| v.to_str().ok()) != Some("1.0") {
-        return rpc_error(&req, -32009, "A2A-Version 1.0 is required");
+    // v1.x interfaces; a missing header means 0.3 (A2A v1.0 §3.6.2).
+    if !headers
+        .get("a2a-version")
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.starts_with("1."))
+    {
+        return rpc_error(&req, -32009, "A2A-Version 1.x is required");
     }
     dispatch(s, req, true).await
 }

@@ -18,6 +18,8 @@ pub struct Callee {
     /// What the probe says to this callee (defaults when unset).
     pub probe_script: Option<super::probe::ProbeScript>,
     pub fetch: FetchState,
+    /// Bumped by every recorded refresh; a refresh decided on an older generation retries.
+    pub refresh_generation: i64,
 }
 
 /// The outcome of the newest card fetch.
@@ -26,6 +28,59 @@ pub struct FetchState {
     pub last_at: Option<Timestamp>,
     pub status: Option<FetchStatus>,
     pub error: Option<String>,
+    /// Consecutive failed fetches.
+    pub failures: i32,
+    /// Not fetched again on schedule before this (exponential backoff after failures).
+    pub next_at: Option<Timestamp>,
+}
+
+impl FetchState {
+    /// The state after a fetch attempt at `now` with outcome `status`.
+    pub fn after(
+        &self,
+        status: FetchStatus,
+        error: Option<String>,
+        backoff: &Backoff,
+        now: Timestamp,
+    ) -> Self {
+        let failures = if status == FetchStatus::Failed {
+            self.failures.saturating_add(1)
+        } else {
+            0
+        };
+        Self {
+            last_at: Some(now),
+            status: Some(status),
+            error,
+            failures,
+            next_at: (failures > 0).then(|| now + backoff.delay(failures)),
+        }
+    }
+}
+
+/// Exponential backoff for unreachable callees: `base`, doubled per consecutive failure, at
+/// most `cap`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Backoff {
+    pub base: std::time::Duration,
+    pub cap: std::time::Duration,
+}
+
+impl Default for Backoff {
+    fn default() -> Self {
+        Self {
+            base: std::time::Duration::from_secs(60),
+            cap: std::time::Duration::from_secs(6 * 3600),
+        }
+    }
+}
+
+impl Backoff {
+    pub fn delay(&self, failures: i32) -> chrono::Duration {
+        let exponent = u32::try_from(failures.max(1) - 1).unwrap_or(0).min(30);
+        let delay = self.base.saturating_mul(1u32 << exponent).min(self.cap);
+        chrono::Duration::from_std(delay).unwrap_or(chrono::Duration::MAX)
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -139,6 +194,28 @@ mod tests {
         for (input, expected) in table {
             assert_eq!(CardUrl::parse(input).unwrap().as_str(), expected, "{input}");
         }
+    }
+
+    #[test]
+    fn backoff_doubles_per_failure_up_to_the_cap() {
+        let b = Backoff {
+            base: std::time::Duration::from_secs(10),
+            cap: std::time::Duration::from_secs(100),
+        };
+        let secs: Vec<i64> = (1..=6).map(|n| b.delay(n).num_seconds()).collect();
+        assert_eq!(secs, [10, 20, 40, 80, 100, 100]);
+        assert_eq!(b.delay(i32::MAX).num_seconds(), 100);
+
+        let now = chrono::Utc::now();
+        let failed = FetchState::default().after(FetchStatus::Failed, Some("503".into()), &b, now);
+        assert_eq!(
+            (failed.failures, failed.next_at),
+            (1, Some(now + chrono::Duration::seconds(10)))
+        );
+        let again = failed.after(FetchStatus::Failed, None, &b, now);
+        assert_eq!(again.next_at, Some(now + chrono::Duration::seconds(20)));
+        let recovered = again.after(FetchStatus::Unchanged, None, &b, now);
+        assert_eq!((recovered.failures, recovered.next_at), (0, None));
     }
 
     #[test]

@@ -11,5 +11,6 @@ pub mod jcs;
 pub mod job;
 pub mod ledger;
 pub mod probe;
+pub mod report;
 pub mod time;
 pub mod version;

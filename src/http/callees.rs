@@ -96,6 +96,10 @@ pub struct LastFetchView {
     /// `fetched`, `unchanged`, `untrusted` or `failed`.
     pub status: Option<String>,
     pub error: Option<String>,
+    /// Consecutive failed fetches.
+    pub failures: i32,
+    /// Not refreshed on schedule before this (backoff after failures).
+    pub next_at: Option<DateTime<Utc>>,
 }
 
 /// What a refresh did.
@@ -205,6 +209,8 @@ impl From<CalleeDetail> for CalleeView {
                 at: d.callee.fetch.last_at,
                 status: d.callee.fetch.status.map(|s| s.as_str().to_string()),
                 error: d.callee.fetch.error.clone(),
+                failures: d.callee.fetch.failures,
+                next_at: d.callee.fetch.next_at,
             },
             subjects: d
                 .subjects
@@ -237,14 +243,7 @@ pub async fn create_callee(
         trusted_keys: body.trusted_keys,
         probe: body.probe.map(Into::into),
     };
-    let detail = callees::register(
-        &app.store,
-        &app.discovery,
-        registration,
-        OPERATOR,
-        app.now(),
-    )
-    .await?;
+    let detail = callees::register(&app, registration, OPERATOR).await?;
     Ok((StatusCode::CREATED, Json(detail.into())))
 }
 
@@ -301,15 +300,7 @@ pub async fn refresh_callee(
     State(app): State<AppState>,
     Path(id): Path<Uuid>,
 ) -> Result<Json<RefreshView>, ApiError> {
-    let outcome = callees::refresh(
-        &app.store,
-        &app.discovery,
-        CalleeId(id),
-        Revalidate::IfChanged,
-        OPERATOR,
-        app.now(),
-    )
-    .await?;
+    let outcome = callees::refresh(&app, CalleeId(id), Revalidate::IfChanged, OPERATOR).await?;
     Ok(Json(outcome.into()))
 }
 
@@ -337,14 +328,7 @@ pub async fn put_trusted_keys(
     Path(id): Path<Uuid>,
     Json(body): Json<TrustedKeys>,
 ) -> Result<Json<RefreshView>, ApiError> {
-    let outcome = callees::set_trusted_keys(
-        &app.store,
-        &app.discovery,
-        CalleeId(id),
-        body.trusted_keys,
-        OPERATOR,
-        app.now(),
-    )
-    .await?;
+    let outcome =
+        callees::set_trusted_keys(&app, CalleeId(id), body.trusted_keys, OPERATOR).await?;
     Ok(Json(outcome.into()))
 }

@@ -20,6 +20,10 @@ pub struct Readiness {
     pub status: String,
     /// `postgres` or `sqlite`.
     pub database: String,
+    /// This process's last refresh sweep (absent until the first tick).
+    pub scheduler_last_tick_at: Option<chrono::DateTime<chrono::Utc>>,
+    /// How long the oldest due job has waited for a worker, in seconds.
+    pub queue_lag_seconds: f64,
 }
 
 /// The process is up.
@@ -38,10 +42,16 @@ pub async fn healthz() -> Json<Health> {
         (status = 503, description = "The database does not answer", body = ErrorBody),
     ))]
 pub async fn readyz(State(app): State<AppState>) -> Result<Json<Readiness>, ApiError> {
-    match app.store.ping().await {
-        Ok(()) => Ok(Json(Readiness {
+    let status = match app.store.ping().await {
+        Ok(()) => super::status::status(&app).await,
+        Err(err) => Err(err.into()),
+    };
+    match status {
+        Ok(status) => Ok(Json(Readiness {
             status: "ready".into(),
-            database: app.store.backend().into(),
+            database: status.database,
+            scheduler_last_tick_at: status.scheduler.refresh.last_tick_at,
+            queue_lag_seconds: status.queue.lag_seconds,
         })),
         Err(err) => {
             tracing::warn!(error = ?err, "readiness check: database unreachable");

@@ -28,6 +28,8 @@ pub mod health;
 pub mod hooks;
 pub mod ledger;
 pub mod probes;
+pub mod reports;
+pub mod status;
 pub mod trust;
 pub mod views;
 
@@ -46,6 +48,8 @@ use error::ApiError;
         (name = "callees", description = "Registered agents and their subjects"),
         (name = "trust", description = "Decisions for callers"),
         (name = "probes", description = "Probe runs: real tasks driven through the lifecycle"),
+        (name = "reports", description = "Callers' violation reports"),
+        (name = "operations", description = "The work queue and the scheduler"),
         (name = "ledger", description = "The append-only, hash-chained ledger"),
         (name = "health", description = "Liveness and readiness"),
     )
@@ -64,6 +68,9 @@ fn api() -> OpenApiRouter<AppState> {
         .routes(routes!(probes::create_probe, probes::list_probes))
         .routes(routes!(probes::get_probe))
         .routes(routes!(hooks::receive_push))
+        .routes(routes!(reports::create_report, reports::list_reports))
+        .routes(routes!(status::list_jobs))
+        .routes(routes!(status::get_status))
         .routes(routes!(trust::get_trust))
         .routes(routes!(ledger::list_ledger))
         .routes(routes!(ledger::verify_ledger))

@@ -135,14 +135,25 @@ pub struct A2aClient {
     outbound: Outbound,
     url: Url,
     wire: Wire,
+    /// Sent as `A2A-Version` on v1.x wires: the subject's `Major.Minor`.
+    version: HeaderValue,
     limits: CallLimits,
     next_call: u32,
     transcript: Vec<Exchange>,
 }
 
 impl A2aClient {
-    pub fn new(outbound: Outbound, url: Url, wire: Wire, limits: CallLimits) -> Self {
+    pub fn new(
+        outbound: Outbound,
+        url: Url,
+        wire: Wire,
+        version: ProtocolVersion,
+        limits: CallLimits,
+    ) -> Self {
+        let version =
+            HeaderValue::from_str(&version.to_string()).unwrap_or(HeaderValue::from_static("1.0"));
         Self {
+            version,
             outbound,
             url,
             wire,
@@ -420,7 +431,7 @@ impl A2aClient {
         let mut headers = HeaderMap::new();
         if self.wire != Wire::JsonRpcV03 {
             // v1.0 agents refuse calls without it; v0.3 compat layers refuse calls with it.
-            headers.insert("A2A-Version", HeaderValue::from_static("1.0"));
+            headers.insert("A2A-Version", self.version.clone());
         }
         headers.insert(ACCEPT, HeaderValue::from_static("application/json"));
         let mut request = self

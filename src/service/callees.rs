@@ -1,20 +1,21 @@
 //! Registering callees (with synchronous card discovery), refreshing their cards, and reading
-//! them back.
+//! them back. Registration and refreshes that reveal a new version or capability queue probes.
 
 use std::collections::BTreeMap;
 
 use serde_json::Value;
 
 use super::ServiceError;
-use super::discovery::{self, Discovery, Fetch, Validators};
+use super::discovery::{self, Fetch, Validators};
+use crate::app::AppState;
 use crate::domain::callee::{Callee, CardUrl, FetchState, FetchStatus};
 use crate::domain::card::CardSnapshot;
 use crate::domain::card::changes::{self, NewCard};
 use crate::domain::card::signature::parse_jwks;
+use crate::domain::gate::SubjectState;
 use crate::domain::ids::{CalleeId, SnapshotId};
-use crate::domain::ledger::{EventRecord, NewEvent};
-use crate::domain::probe::ProbeRun;
-use crate::domain::time::Timestamp;
+use crate::domain::ledger::{EventBody, EventRecord, NewEvent};
+use crate::domain::probe::{ProbeRun, ProbeScript};
 use crate::domain::version::ProtocolVersion;
 use crate::storage::{Store, StoreError, Subject};
 
@@ -36,7 +37,7 @@ pub struct Registration {
     /// A JWKS to pin: only these keys will verify the callee's card.
     pub trusted_keys: Option<Value>,
     /// What the probe says to this callee.
-    pub probe: Option<crate::domain::probe::ProbeScript>,
+    pub probe: Option<ProbeScript>,
 }
 
 pub const MAX_NAME_LEN: usize = 200;
@@ -50,15 +51,23 @@ pub struct RefreshOutcome {
     pub events: Vec<EventRecord>,
 }
 
+/// How a refresh treats a card that may not have changed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Revalidate {
+    /// Conditional request; the same bytes (or a 304) record nothing new.
+    IfChanged,
+    /// Fetch and judge the card afresh even if unchanged (after the pinned keys changed).
+    Always,
+}
+
 /// Registers a callee: fetches, parses and verifies its card now. On any failure nothing is
-/// stored and the error says precisely why.
+/// stored and the error says precisely why. Its subjects' probes are queued.
 pub async fn register(
-    store: &Store,
-    discovery: &Discovery,
+    app: &AppState,
     registration: Registration,
     actor: &str,
-    now: Timestamp,
 ) -> Result<CalleeDetail, ServiceError> {
+    let (store, discovery) = (&app.store, &app.discovery);
     let card_url =
         CardUrl::parse(&registration.card_url).map_err(|e| ServiceError::Invalid(e.to_string()))?;
     let name = registration
@@ -106,6 +115,7 @@ pub async fn register(
     if let Some(problem) = &assessment.problem {
         return Err(ServiceError::Unusable(problem.clone()));
     }
+    let now = app.now();
     let callee = Callee {
         id: CalleeId::new(),
         card_url,
@@ -116,8 +126,9 @@ pub async fn register(
         fetch: FetchState {
             last_at: Some(now),
             status: Some(FetchStatus::Fetched),
-            error: None,
+            ..FetchState::default()
         },
+        refresh_generation: 0,
     };
     let snapshot = discovery::snapshot(
         callee.id,
@@ -151,6 +162,7 @@ pub async fn register(
         Err(StoreError::Conflict(_)) => return Err(conflict(&callee.card_url)),
         other => other?,
     };
+    probe_after(app, "registration", appended.iter().map(|(e, _)| e)).await;
     Ok(CalleeDetail {
         callee,
         subjects: appended.into_iter().map(|(_, s)| s).collect(),
@@ -165,151 +177,205 @@ fn conflict(card_url: &CardUrl) -> ServiceError {
     ))
 }
 
-/// How a refresh treats a card that may not have changed.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Revalidate {
-    /// Conditional request; the same bytes (or a 304) record nothing new.
-    IfChanged,
-    /// Fetch and judge the card afresh even if unchanged (after the pinned keys changed).
-    Always,
-}
-
 /// Fetches the callee's card again and records what changed (trust-model.md, "Scheduling").
+/// A new version or a newly advertised capability queues a probe of that subject.
 pub async fn refresh(
-    store: &Store,
-    discovery: &Discovery,
+    app: &AppState,
     callee_id: CalleeId,
     revalidate: Revalidate,
     actor: &str,
-    now: Timestamp,
 ) -> Result<RefreshOutcome, ServiceError> {
+    let (store, discovery) = (&app.store, &app.discovery);
     let callee = store
         .callee(callee_id)
         .await
         .map_err(|e| not_found(e, callee_id))?;
     let latest = store.latest_snapshot(callee_id).await?;
-    let subjects: BTreeMap<_, _> = store
-        .subjects(callee_id)
-        .await?
-        .into_iter()
-        .map(|s| (s.protocol_version, s.state))
-        .collect();
     // Only a trusted snapshot may be revalidated by a 304: an untrusted one is judged afresh
     // (its keys may have been pinned since).
-    let reusable = latest
+    let validators = latest
         .as_ref()
-        .filter(|s| s.assessment.trusted && revalidate == Revalidate::IfChanged);
-    let validators = reusable.map(|s| Validators {
-        url: s.url.clone(),
-        etag: s.etag.clone(),
-        last_modified: s.last_modified.clone(),
-    });
-
-    let (status, snapshot, error, new_events) =
-        match discovery.fetch(&callee.card_url, validators.as_ref()).await {
-            Err(e) => {
-                let reason = format!("the card could not be fetched: {e}");
-                let events = changes::events_for(
-                    &subjects,
-                    &NewCard::Untrusted {
-                        snapshot_id: None,
-                        reason: &reason,
-                    },
-                );
-                (FetchStatus::Failed, None, Some(reason), events)
-            }
-            Ok(Fetch::Body { bytes, .. })
-                if reusable.is_some_and(|l| l.sha256 == discovery::sha256_hex(&bytes)) =>
-            {
-                (
-                    FetchStatus::Unchanged,
-                    None,
-                    None,
-                    restore(&subjects, latest.as_ref()),
-                )
-            }
-            Ok(Fetch::NotModified { .. }) => (
-                FetchStatus::Unchanged,
-                None,
-                None,
-                restore(&subjects, latest.as_ref()),
-            ),
-            Ok(Fetch::Body {
+        .filter(|s| s.assessment.trusted && revalidate == Revalidate::IfChanged)
+        .map(|s| Validators {
+            url: s.url.clone(),
+            etag: s.etag.clone(),
+            last_modified: s.last_modified.clone(),
+        });
+    let fetched = discovery.fetch(&callee.card_url, validators.as_ref()).await;
+    // Judge the bytes once; deciding what they mean may need a second look if another
+    // refresh of this callee commits in between.
+    let assessed = match &fetched {
+        Ok(Fetch::Body {
+            url,
+            etag,
+            last_modified,
+            bytes,
+        }) => {
+            let assessment = discovery
+                .assess(url, bytes, callee.trusted_keys.as_ref())
+                .await;
+            Some(discovery::snapshot(
+                callee_id,
+                app.now(),
                 url,
-                etag,
-                last_modified,
                 bytes,
-            }) => {
-                let assessment = discovery
-                    .assess(&url, &bytes, callee.trusted_keys.as_ref())
-                    .await;
-                let snapshot = discovery::snapshot(
-                    callee_id,
-                    now,
-                    &url,
-                    &bytes,
-                    etag,
-                    last_modified,
-                    assessment,
-                );
-                let changed = latest.as_ref().is_none_or(|l| l.sha256 != snapshot.sha256);
-                let (status, error, events) =
-                    match (&snapshot.assessment.card, &snapshot.assessment.problem) {
-                        (Some(card), None) => {
-                            let new = NewCard::Trusted {
-                                snapshot_id: snapshot.id,
-                                sha256: &snapshot.sha256,
-                                card,
-                                changed,
-                            };
-                            (
-                                FetchStatus::Fetched,
-                                None,
-                                changes::events_for(&subjects, &new),
-                            )
-                        }
-                        (_, problem) => {
-                            let reason = problem.clone().unwrap_or_default();
-                            let new = NewCard::Untrusted {
-                                snapshot_id: Some(snapshot.id),
-                                reason: &reason,
-                            };
-                            (
-                                FetchStatus::Untrusted,
-                                Some(reason.clone()),
-                                changes::events_for(&subjects, &new),
-                            )
-                        }
-                    };
-                (status, Some(snapshot), error, events)
-            }
-        };
-    let fetch = FetchState {
-        last_at: Some(now),
-        status: Some(status),
-        error: error.clone(),
+                etag.clone(),
+                last_modified.clone(),
+                assessment,
+            ))
+        }
+        _ => None,
     };
-    let events = to_new_events(callee_id, new_events, actor);
-    let appended = store
-        .record_refresh(callee_id, snapshot.as_ref(), &fetch, &events, now)
-        .await?;
-    Ok(RefreshOutcome {
-        status,
-        snapshot_id: snapshot.map(|s| s.id),
-        error,
-        events: appended.into_iter().map(|(e, _)| e).collect(),
-    })
+
+    let mut attempts = 0;
+    loop {
+        attempts += 1;
+        let callee = store.callee(callee_id).await?;
+        let latest = store.latest_snapshot(callee_id).await?;
+        let subjects: BTreeMap<_, _> = store
+            .subjects(callee_id)
+            .await?
+            .into_iter()
+            .map(|s| (s.protocol_version, s.state))
+            .collect();
+        let decided = decide(
+            &fetched,
+            assessed.as_ref(),
+            latest.as_ref(),
+            revalidate,
+            &subjects,
+        );
+        let now = app.now();
+        let fetch = callee.fetch.after(
+            decided.status,
+            decided.error.clone(),
+            &app.schedule.backoff,
+            now,
+        );
+        let events = to_new_events(callee_id, decided.events, actor);
+        match store
+            .record_refresh(
+                callee_id,
+                callee.refresh_generation,
+                decided.snapshot,
+                &fetch,
+                &events,
+                now,
+            )
+            .await
+        {
+            Ok(appended) => {
+                if decided.status == FetchStatus::Failed {
+                    tracing::warn!(callee.id = %callee_id, failures = fetch.failures, next = ?fetch.next_at,
+                        "card of {callee_id} could not be fetched: {}", decided.error.as_deref().unwrap_or(""));
+                }
+                let records: Vec<EventRecord> = appended.into_iter().map(|(e, _)| e).collect();
+                probe_after(app, "version-appeared", records.iter()).await;
+                return Ok(RefreshOutcome {
+                    status: decided.status,
+                    snapshot_id: decided.snapshot.map(|s| s.id),
+                    error: decided.error,
+                    events: records,
+                });
+            }
+            Err(StoreError::Conflict(_)) if attempts < 3 => continue,
+            Err(e) => return Err(e.into()),
+        }
+    }
+}
+
+/// What a fetch means, given the newest snapshot and the subjects as they are now.
+struct Decided<'a> {
+    status: FetchStatus,
+    snapshot: Option<&'a CardSnapshot>,
+    error: Option<String>,
+    events: Vec<(ProtocolVersion, EventBody)>,
+}
+
+fn decide<'a>(
+    fetched: &Result<Fetch, crate::remote::FetchError>,
+    assessed: Option<&'a CardSnapshot>,
+    latest: Option<&CardSnapshot>,
+    revalidate: Revalidate,
+    subjects: &BTreeMap<ProtocolVersion, SubjectState>,
+) -> Decided<'a> {
+    let reusable = latest.filter(|s| s.assessment.trusted && revalidate == Revalidate::IfChanged);
+    match (fetched, assessed) {
+        (Err(e), _) => {
+            let reason = format!("the card could not be fetched: {e}");
+            let events = changes::events_for(
+                subjects,
+                &NewCard::Untrusted {
+                    snapshot_id: None,
+                    reason: &reason,
+                },
+            );
+            Decided {
+                status: FetchStatus::Failed,
+                snapshot: None,
+                error: Some(reason),
+                events,
+            }
+        }
+        (Ok(Fetch::NotModified { .. }), _) => Decided {
+            status: FetchStatus::Unchanged,
+            snapshot: None,
+            error: None,
+            events: restore(subjects, latest),
+        },
+        (Ok(Fetch::Body { .. }), Some(snapshot))
+            if reusable.is_some_and(|l| l.sha256 == snapshot.sha256) =>
+        {
+            Decided {
+                status: FetchStatus::Unchanged,
+                snapshot: None,
+                error: None,
+                events: restore(subjects, latest),
+            }
+        }
+        (Ok(Fetch::Body { .. }), Some(snapshot)) => {
+            let changed = latest.is_none_or(|l| l.sha256 != snapshot.sha256);
+            match (&snapshot.assessment.card, &snapshot.assessment.problem) {
+                (Some(card), None) => {
+                    let new = NewCard::Trusted {
+                        snapshot_id: snapshot.id,
+                        sha256: &snapshot.sha256,
+                        card,
+                        changed,
+                    };
+                    Decided {
+                        status: FetchStatus::Fetched,
+                        snapshot: Some(snapshot),
+                        error: None,
+                        events: changes::events_for(subjects, &new),
+                    }
+                }
+                (_, problem) => {
+                    let reason = problem.clone().unwrap_or_default();
+                    let new = NewCard::Untrusted {
+                        snapshot_id: Some(snapshot.id),
+                        reason: &reason,
+                    };
+                    let events = changes::events_for(subjects, &new);
+                    Decided {
+                        status: FetchStatus::Untrusted,
+                        snapshot: Some(snapshot),
+                        error: Some(reason),
+                        events,
+                    }
+                }
+            }
+        }
+        (Ok(Fetch::Body { .. }), None) => unreachable!("every fetched body is assessed"),
+    }
 }
 
 /// An unchanged, trusted card lifts an earlier fetch failure.
 fn restore(
-    subjects: &BTreeMap<crate::domain::version::ProtocolVersion, crate::domain::gate::SubjectState>,
+    subjects: &BTreeMap<ProtocolVersion, SubjectState>,
     latest: Option<&CardSnapshot>,
-) -> Vec<(
-    crate::domain::version::ProtocolVersion,
-    crate::domain::ledger::EventBody,
-)> {
-    let Some(latest) = latest else {
+) -> Vec<(ProtocolVersion, EventBody)> {
+    let Some(latest) = latest.filter(|l| l.assessment.trusted) else {
         return Vec::new();
     };
     let Some(card) = &latest.assessment.card else {
@@ -324,12 +390,51 @@ fn restore(
     changes::events_for(subjects, &new)
 }
 
+/// Queues the probes that new events call for (trust-model.md: a new subject is probed at
+/// once; a capability advertised for the first time is unverified until probed).
+async fn probe_after<'e>(
+    app: &AppState,
+    appeared: &str,
+    events: impl Iterator<Item = &'e EventRecord>,
+) {
+    if !app.schedule.probe_on_change {
+        return;
+    }
+    let mut queued = false;
+    for e in events {
+        let reason = match e.kind.as_str() {
+            "version-appeared" => appeared,
+            "capability-advertised" => "capability-advertised",
+            _ => continue,
+        };
+        let Ok(version) = ProtocolVersion::parse_exact(&e.protocol_version) else {
+            continue;
+        };
+        match super::probe::enqueue_probe(
+            &app.store,
+            e.callee_id,
+            version,
+            reason,
+            "scheduler",
+            app.now(),
+        )
+        .await
+        {
+            Ok(_) => queued = true,
+            Err(super::ServiceError::Conflict(_)) => {} // already queued: idempotent
+            Err(err) => {
+                tracing::warn!(error = ?err, callee.id = %e.callee_id, "queueing a probe failed")
+            }
+        }
+    }
+    if queued {
+        app.wake.notify_one();
+    }
+}
+
 fn to_new_events(
     callee_id: CalleeId,
-    events: Vec<(
-        crate::domain::version::ProtocolVersion,
-        crate::domain::ledger::EventBody,
-    )>,
+    events: Vec<(ProtocolVersion, EventBody)>,
     actor: &str,
 ) -> Vec<NewEvent> {
     events
@@ -345,21 +450,19 @@ fn to_new_events(
 
 /// Replaces the callee's pinned keys (`None` clears them) and judges the card afresh with them.
 pub async fn set_trusted_keys(
-    store: &Store,
-    discovery: &Discovery,
+    app: &AppState,
     callee_id: CalleeId,
     jwks: Option<Value>,
     actor: &str,
-    now: Timestamp,
 ) -> Result<RefreshOutcome, ServiceError> {
     if let Some(jwks) = &jwks {
         parse_jwks(jwks).map_err(|e| ServiceError::Invalid(format!("trusted_keys: {e}")))?;
     }
-    store
+    app.store
         .set_trusted_keys(callee_id, jwks.as_ref())
         .await
         .map_err(|e| not_found(e, callee_id))?;
-    refresh(store, discovery, callee_id, Revalidate::Always, actor, now).await
+    refresh(app, callee_id, Revalidate::Always, actor).await
 }
 
 pub async fn get(store: &Store, id: CalleeId) -> Result<CalleeDetail, ServiceError> {

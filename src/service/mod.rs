@@ -5,6 +5,8 @@ pub mod callees;
 pub mod discovery;
 pub mod ledger;
 pub mod probe;
+pub mod reports;
+pub mod schedule;
 pub mod trust;
 pub mod worker;
 

@@ -164,6 +164,19 @@ async fn execute(state: &AppState, job: &Job, owner: &str) -> anyhow::Result<()>
             };
             crate::service::probe::execute(&ctx, job, owner).await
         }
-        JobKind::Refresh => anyhow::bail!("refresh jobs are not handled by this build"),
+        JobKind::Refresh => {
+            use crate::service::callees::{Revalidate, refresh};
+            match refresh(state, job.callee_id, Revalidate::IfChanged, "scheduler").await {
+                // A failed fetch is an outcome (recorded, backed off), not a failed job.
+                Ok(_) => {
+                    state
+                        .store
+                        .finish_job(job.id, owner, None, state.now())
+                        .await?;
+                    Ok(())
+                }
+                Err(e) => Err(anyhow::anyhow!("{e}")),
+            }
+        }
     }
 }

@@ -45,6 +45,9 @@ struct CalleeRow {
     last_fetch_at: Option<DateTime<Utc>>,
     last_fetch_status: Option<String>,
     last_fetch_error: Option<String>,
+    fetch_failures: i32,
+    next_fetch_at: Option<DateTime<Utc>>,
+    refresh_generation: i64,
 }
 
 impl TryFrom<CalleeRow> for Callee {
@@ -71,7 +74,10 @@ impl TryFrom<CalleeRow> for Callee {
                     .as_deref()
                     .and_then(FetchStatus::parse),
                 error: row.last_fetch_error,
+                failures: row.fetch_failures,
+                next_at: row.next_fetch_at,
             },
+            refresh_generation: row.refresh_generation,
         })
     }
 }
@@ -111,6 +117,7 @@ impl TryFrom<SubjectRow> for Subject {
 macro_rules! callee_columns {
     () => {
         "id, card_url, name, created_at, trusted_keys, probe_script, last_fetch_at, last_fetch_status, \
+         fetch_failures, next_fetch_at, refresh_generation, \
          last_fetch_error"
     };
 }
@@ -142,6 +149,43 @@ impl Store {
                 .await
         })?;
         Ok(found.is_some())
+    }
+
+    /// Callees whose card is due on the refresh schedule (never fetched, or out of backoff),
+    /// oldest first, at most `limit`.
+    pub async fn due_for_refresh(
+        &self,
+        now: DateTime<Utc>,
+        limit: u32,
+    ) -> Result<Vec<CalleeId>, StoreError> {
+        let rows: Vec<(Uuid,)> = dispatch!(self, |pool| {
+            sqlx::query_as(
+                "select id from callees where next_fetch_at is null or next_fetch_at <= $1 \
+                 order by coalesce(last_fetch_at, created_at) limit $2",
+            )
+            .bind(now)
+            .bind(i64::from(limit))
+            .fetch_all(pool)
+            .await
+        })?;
+        Ok(rows.into_iter().map(|(id,)| CalleeId(id)).collect())
+    }
+
+    /// Every callee id, in creation order (for sweeps over all subjects).
+    pub async fn callee_ids(
+        &self,
+        after: Option<CalleeId>,
+        limit: u32,
+    ) -> Result<Vec<CalleeId>, StoreError> {
+        let after = after.map_or(Uuid::nil(), |id| id.0);
+        let rows: Vec<(Uuid,)> = dispatch!(self, |pool| {
+            sqlx::query_as("select id from callees where id > $1 order by id limit $2")
+                .bind(after)
+                .bind(i64::from(limit))
+                .fetch_all(pool)
+                .await
+        })?;
+        Ok(rows.into_iter().map(|(id,)| CalleeId(id)).collect())
     }
 
     /// Replaces (or clears) the callee's pinned JWKS.

@@ -328,4 +328,39 @@ impl Store {
         })?;
         Ok(n)
     }
+
+    /// How the queue stands: counts by status and the oldest due queued job.
+    pub async fn queue_stats(&self, now: Timestamp) -> Result<QueueStats, StoreError> {
+        let rows: Vec<(String, i64)> = dispatch!(self, |pool| {
+            sqlx::query_as("select status, count(*) from jobs where status in ('queued', 'running', 'failed') group by status")
+                .fetch_all(pool)
+                .await
+        })?;
+        let oldest: Option<(DateTime<Utc>,)> = dispatch!(self, |pool| {
+            sqlx::query_as("select run_after from jobs where status = 'queued' and run_after <= $1 order by run_after limit 1")
+                .bind(now)
+                .fetch_optional(pool)
+                .await
+        })?;
+        let count = |s: &str| {
+            rows.iter()
+                .find(|(status, _)| status == s)
+                .map_or(0, |(_, n)| *n)
+        };
+        Ok(QueueStats {
+            queued: count("queued"),
+            running: count("running"),
+            failed: count("failed"),
+            oldest_due: oldest.map(|(t,)| t),
+        })
+    }
+}
+
+/// Counts of the queue by status, and the oldest job that is due but not yet claimed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct QueueStats {
+    pub queued: i64,
+    pub running: i64,
+    pub failed: i64,
+    pub oldest_due: Option<Timestamp>,
 }

@@ -20,10 +20,13 @@ mod callees;
 mod jobs;
 mod ledger;
 mod probes;
+mod reports;
 mod snapshots;
 
 pub use callees::{Subject, SubjectChange};
+pub use jobs::QueueStats;
 pub use probes::{FinishedRun, PushDelivery};
+pub use reports::Report;
 
 static PG_MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("migrations/postgres");
 static SQLITE_MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("migrations/sqlite");

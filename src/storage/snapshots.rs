@@ -114,9 +114,13 @@ impl Store {
 
     /// Records one refresh: the new snapshot (if a body was fetched), the fetch outcome on the
     /// callee, and the events it causes, in one transaction.
+    ///
+    /// `generation` is the callee's `refresh_generation` the caller decided on; if another
+    /// refresh committed since, nothing is written and `Conflict` asks the caller to decide again.
     pub async fn record_refresh(
         &self,
         callee_id: CalleeId,
+        generation: i64,
         snapshot: Option<&CardSnapshot>,
         fetch: &FetchState,
         events: &[NewEvent],
@@ -124,19 +128,30 @@ impl Store {
     ) -> Result<Vec<(EventRecord, Subject)>, StoreError> {
         dispatch!(self, |pool| {
             let mut tx = pool.begin_write().await?;
-            if let Some(snapshot) = snapshot {
-                insert_snapshot_query(snapshot).execute(&mut *tx).await?;
-            }
-            sqlx::query(
-                "update callees set last_fetch_at = $2, last_fetch_status = $3, \
-                 last_fetch_error = $4 where id = $1",
+            // Serialize with other refreshes of this callee: the generation bump is the lock.
+            let bumped = sqlx::query(
+                "update callees set last_fetch_at = $2, last_fetch_status = $3, last_fetch_error = $4, \
+                 fetch_failures = $5, next_fetch_at = $6, refresh_generation = refresh_generation + 1 \
+                 where id = $1 and refresh_generation = $7",
             )
             .bind(callee_id.0)
             .bind(fetch.last_at)
             .bind(fetch.status.map(|s| s.as_str()))
             .bind(fetch.error.as_deref())
+            .bind(fetch.failures)
+            .bind(fetch.next_at)
+            .bind(generation)
             .execute(&mut *tx)
-            .await?;
+            .await?
+            .rows_affected();
+            if bumped == 0 {
+                return Err(StoreError::Conflict(
+                    "another refresh of this callee committed first".into(),
+                ));
+            }
+            if let Some(snapshot) = snapshot {
+                insert_snapshot_query(snapshot).execute(&mut *tx).await?;
+            }
             let appended = tx.append_events(events, now).await?;
             tx.commit().await?;
             Ok(appended)

@@ -12,5 +12,6 @@ mod openapi;
 mod probes;
 mod python_sdk;
 mod restart;
+mod schedule;
 mod sse;
 mod storage;

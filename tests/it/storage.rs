@@ -35,6 +35,7 @@ async fn new_callee(store: &Store, url: &str) -> Callee {
         trusted_keys: None,
         probe_script: None,
         fetch: Default::default(),
+        refresh_generation: 0,
     };
     store.insert_callee(&callee).await.unwrap();
     callee
@@ -105,6 +106,7 @@ async fn duplicate_card_url_conflicts(db: TestDb) {
         trusted_keys: None,
         probe_script: None,
         fetch: Default::default(),
+        refresh_generation: 0,
     };
     let err = db.store.insert_callee(&again).await.unwrap_err();
     assert!(

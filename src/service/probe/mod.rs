@@ -192,7 +192,7 @@ pub async fn probe_interface(
         interface.url
     ));
     let advertised: BTreeSet<Capability> = card.advertised_for(version);
-    let mut client = A2aClient::new(outbound.clone(), url, wire, settings.limits);
+    let mut client = A2aClient::new(outbound.clone(), url, wire, version, settings.limits);
     let target = Target {
         advertised: &advertised,
         script,

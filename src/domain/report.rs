@@ -1,0 +1,359 @@
+//! Callers' violation reports: checking that the evidence really shows the violation before a
+//! report may demote anything (trust-model.md, "Demotion triggers").
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use super::gate::DemotionClass;
+use super::probe::TaskState;
+use super::probe::events::{Event, classify};
+
+/// What a caller says it observed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Trigger {
+    TerminalWithoutTimestamp,
+    HistoryNotIncremented,
+    PushRegistrationFailed,
+    DuplicateTerminal,
+}
+
+impl Trigger {
+    pub fn class(self) -> DemotionClass {
+        match self {
+            Trigger::TerminalWithoutTimestamp => DemotionClass::Timestamp,
+            Trigger::HistoryNotIncremented => DemotionClass::History,
+            Trigger::PushRegistrationFailed => DemotionClass::Push,
+            Trigger::DuplicateTerminal => DemotionClass::Terminal,
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Trigger::TerminalWithoutTimestamp => "terminal-without-timestamp",
+            Trigger::HistoryNotIncremented => "history-not-incremented",
+            Trigger::PushRegistrationFailed => "push-registration-failed",
+            Trigger::DuplicateTerminal => "duplicate-terminal",
+        }
+    }
+}
+
+/// The registry's own rule for how many failed registrations make a spent retry budget.
+pub const MIN_PUSH_ATTEMPTS: usize = 2;
+
+/// Checks `evidence` for `trigger`. `Ok` says what it shows; `Err` says why it does not.
+///
+/// Evidence shapes: for the status triggers, `{"observed": [...]}` with A2A objects in the order
+/// seen (tasks, status updates in v1.0 or v0.3 shape, or bare `TaskStatus` objects); for
+/// `push-registration-failed`, `{"attempts": [{"http_status": 500}, {"jsonrpc_error": {...}}]}`.
+pub fn check(trigger: Trigger, evidence: &Value) -> Result<String, String> {
+    match trigger {
+        Trigger::PushRegistrationFailed => push_failed(evidence),
+        _ => {
+            let observed = observed(evidence)?;
+            match trigger {
+                Trigger::TerminalWithoutTimestamp => terminal_without_timestamp(&observed),
+                Trigger::DuplicateTerminal => duplicate_terminal(&observed),
+                Trigger::HistoryNotIncremented => history_not_incremented(&observed),
+                Trigger::PushRegistrationFailed => unreachable!("handled above"),
+            }
+        }
+    }
+}
+
+/// One observed status, read leniently.
+struct Seen {
+    index: usize,
+    task_id: Option<String>,
+    state: TaskState,
+    raw_state: String,
+    timestamp: Option<String>,
+    history_len: Option<usize>,
+}
+
+const MAX_OBSERVED: usize = 200;
+
+fn observed(evidence: &Value) -> Result<Vec<Seen>, String> {
+    let list = evidence
+        .get("observed")
+        .and_then(Value::as_array)
+        .ok_or("evidence must be an object with an `observed` array of A2A status objects, in the order seen")?;
+    if list.is_empty() || list.len() > MAX_OBSERVED {
+        return Err(format!(
+            "evidence.observed must hold 1 to {MAX_OBSERVED} objects"
+        ));
+    }
+    list.iter()
+        .enumerate()
+        .map(|(index, item)| {
+            // A bare TaskStatus is read as a status update of an unnamed task.
+            let wrapped;
+            let value = if item.get("state").is_some() && item.get("status").is_none() {
+                wrapped = serde_json::json!({ "kind": "status-update", "status": item });
+                &wrapped
+            } else {
+                item
+            };
+            let event = classify(value).map_err(|e| format!("evidence.observed[{index}]: {e}"))?;
+            let (status, history_len) = match &event {
+                Event::Task {
+                    status,
+                    history_len,
+                    ..
+                } => (status.clone(), *history_len),
+                Event::StatusUpdate { status, .. } => (status.clone(), None),
+                _ => return Err(format!("evidence.observed[{index}] carries no task status")),
+            };
+            let status =
+                status.ok_or_else(|| format!("evidence.observed[{index}] has no status"))?;
+            let (state, _) = status.state.ok_or_else(|| {
+                format!(
+                    "evidence.observed[{index}]: `{}` is not a task state",
+                    status.raw_state
+                )
+            })?;
+            Ok(Seen {
+                index,
+                task_id: event.task_id().map(str::to_string),
+                state,
+                raw_state: status.raw_state,
+                timestamp: status.timestamp,
+                history_len,
+            })
+        })
+        .collect()
+}
+
+fn terminal_without_timestamp(seen: &[Seen]) -> Result<String, String> {
+    match seen
+        .iter()
+        .find(|s| s.state.is_terminal() && s.timestamp.is_none())
+    {
+        Some(s) => Ok(format!(
+            "observed[{}] is the terminal state {} without status.timestamp",
+            s.index, s.raw_state
+        )),
+        None => Err("no terminal status in the evidence lacks status.timestamp".into()),
+    }
+}
+
+fn duplicate_terminal(seen: &[Seen]) -> Result<String, String> {
+    // Per task: a second terminal status, or any status after a terminal one.
+    for (i, first) in seen
+        .iter()
+        .enumerate()
+        .filter(|(_, s)| s.state.is_terminal())
+    {
+        if let Some(later) = seen[i + 1..].iter().find(|s| s.task_id == first.task_id) {
+            let what = if later.state.is_terminal() {
+                "a second terminal status"
+            } else {
+                "a status after the terminal one"
+            };
+            return Ok(format!(
+                "observed[{}] ({}) follows the terminal observed[{}] ({}) of the same task: {what}",
+                later.index, later.raw_state, first.index, first.raw_state
+            ));
+        }
+    }
+    Err("the evidence shows no second terminal status and nothing after a terminal one".into())
+}
+
+fn history_not_incremented(seen: &[Seen]) -> Result<String, String> {
+    let tasks: Vec<&Seen> = seen.iter().filter(|s| s.history_len.is_some()).collect();
+    if tasks.len() < 2 {
+        return Err(
+            "history evidence needs at least two Task objects with `history`, in the order seen"
+                .into(),
+        );
+    }
+    for pair in tasks.windows(2) {
+        let (a, b) = (pair[0], pair[1]);
+        // Statuses seen between the two reads show whether the task moved in between.
+        let moved = a.state != b.state
+            || seen[a.index + 1..b.index]
+                .iter()
+                .any(|s| s.state != a.state);
+        if a.task_id == b.task_id && moved && b.history_len <= a.history_len {
+            return Ok(format!(
+                "history stayed at {} → {} from observed[{}] ({}) to observed[{}] ({}) across a state change",
+                a.history_len.unwrap_or(0),
+                b.history_len.unwrap_or(0),
+                a.index,
+                a.raw_state,
+                b.index,
+                b.raw_state
+            ));
+        }
+    }
+    Err(
+        "history grows (or the task did not change state) between every pair of Task objects"
+            .into(),
+    )
+}
+
+fn push_failed(evidence: &Value) -> Result<String, String> {
+    let attempts = evidence
+        .get("attempts")
+        .and_then(Value::as_array)
+        .ok_or("evidence must be an object with an `attempts` array of registration outcomes")?;
+    if attempts.len() < MIN_PUSH_ATTEMPTS || attempts.len() > MAX_OBSERVED {
+        return Err(format!(
+            "a spent retry budget needs at least {MIN_PUSH_ATTEMPTS} registration attempts (got {})",
+            attempts.len()
+        ));
+    }
+    for (i, attempt) in attempts.iter().enumerate() {
+        let status = attempt.get("http_status").and_then(Value::as_u64);
+        let rpc_error = attempt
+            .get("jsonrpc_error")
+            .is_some_and(|e| e.get("code").is_some());
+        match (status, rpc_error) {
+            (_, true) => {}
+            (Some(s), false) if !(200..300).contains(&s) => {}
+            (Some(s), false) => {
+                return Err(format!(
+                    "attempts[{i}] succeeded (HTTP {s}) without a JSON-RPC error"
+                ));
+            }
+            (None, false) => {
+                return Err(format!(
+                    "attempts[{i}] has neither `http_status` nor `jsonrpc_error`"
+                ));
+            }
+        }
+    }
+    Ok(format!(
+        "all {} registration attempts failed (non-2xx or JSON-RPC error)",
+        attempts.len()
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn status(state: &str, ts: bool) -> Value {
+        let mut s = json!({"state": state});
+        if ts {
+            s["timestamp"] = "2026-12-02T10:00:00Z".into();
+        }
+        s
+    }
+
+    #[test]
+    fn evidence_that_shows_the_violation_is_accepted() {
+        let cases = [
+            (
+                Trigger::TerminalWithoutTimestamp,
+                json!({"observed": [status("TASK_STATE_WORKING", true), status("TASK_STATE_COMPLETED", false)]}),
+            ),
+            (
+                Trigger::TerminalWithoutTimestamp,
+                json!({"observed": [{"statusUpdate": {"taskId": "t", "contextId": "c", "status": {"state": "TASK_STATE_FAILED"}}}]}),
+            ),
+            (
+                Trigger::DuplicateTerminal,
+                json!({"observed": [
+                    {"kind": "status-update", "taskId": "t", "status": status("completed", true), "final": true},
+                    {"kind": "status-update", "taskId": "t", "status": status("completed", true), "final": true}
+                ]}),
+            ),
+            (
+                Trigger::DuplicateTerminal,
+                json!({"observed": [status("TASK_STATE_COMPLETED", true), status("TASK_STATE_WORKING", true)]}),
+            ),
+            (
+                Trigger::HistoryNotIncremented,
+                json!({"observed": [
+                    {"kind": "task", "id": "t", "status": status("input-required", true), "history": [1, 2]},
+                    {"kind": "status-update", "taskId": "t", "status": status("working", true)},
+                    {"kind": "task", "id": "t", "status": status("input-required", true), "history": [1, 2]}
+                ]}),
+            ),
+            (
+                Trigger::PushRegistrationFailed,
+                json!({"attempts": [{"http_status": 500}, {"jsonrpc_error": {"code": -32603, "message": "x"}}]}),
+            ),
+        ];
+        for (trigger, evidence) in cases {
+            assert!(
+                check(trigger, &evidence).is_ok(),
+                "{trigger:?}: {:?}",
+                check(trigger, &evidence)
+            );
+        }
+    }
+
+    #[test]
+    fn evidence_that_does_not_show_it_is_refused_with_the_reason() {
+        let cases = [
+            (
+                Trigger::TerminalWithoutTimestamp,
+                json!({"observed": [status("TASK_STATE_COMPLETED", true)]}),
+                "lacks status.timestamp",
+            ),
+            (
+                Trigger::TerminalWithoutTimestamp,
+                json!({"observed": [status("TASK_STATE_WORKING", false)]}),
+                "lacks status.timestamp",
+            ),
+            (
+                Trigger::DuplicateTerminal,
+                json!({"observed": [status("working", true), status("completed", true)]}),
+                "no second terminal",
+            ),
+            (
+                Trigger::DuplicateTerminal,
+                json!({"observed": [
+                    {"kind": "status-update", "taskId": "a", "status": status("completed", true)},
+                    {"kind": "status-update", "taskId": "b", "status": status("completed", true)}
+                ]}),
+                "no second terminal",
+            ),
+            (
+                Trigger::HistoryNotIncremented,
+                json!({"observed": [
+                    {"kind": "task", "id": "t", "status": status("working", true), "history": [1]},
+                    {"kind": "task", "id": "t", "status": status("completed", true), "history": [1, 2]}
+                ]}),
+                "history grows",
+            ),
+            (
+                Trigger::HistoryNotIncremented,
+                json!({"observed": [{"kind": "task", "id": "t", "status": status("working", true), "history": []}]}),
+                "at least two",
+            ),
+            (
+                Trigger::PushRegistrationFailed,
+                json!({"attempts": [{"http_status": 500}]}),
+                "at least 2",
+            ),
+            (
+                Trigger::PushRegistrationFailed,
+                json!({"attempts": [{"http_status": 500}, {"http_status": 200}]}),
+                "succeeded",
+            ),
+            (
+                Trigger::TerminalWithoutTimestamp,
+                json!({"observed": "completed"}),
+                "`observed` array",
+            ),
+            (
+                Trigger::TerminalWithoutTimestamp,
+                json!({"observed": [{"nonsense": 1}]}),
+                "observed[0]",
+            ),
+            (
+                Trigger::TerminalWithoutTimestamp,
+                json!({"observed": [{"state": "done"}]}),
+                "is not a task state",
+            ),
+        ];
+        for (trigger, evidence, expected) in cases {
+            let err = check(trigger, &evidence).unwrap_err();
+            assert!(err.contains(expected), "{trigger:?} {evidence}: {err}");
+        }
+    }
+}

@@ -1,0 +1,167 @@
+//! `/v1/callees/{id}/reports`: callers report lifecycle violations with their evidence.
+
+use axum::extract::State;
+use axum::http::StatusCode;
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use utoipa::{IntoParams, ToSchema};
+use uuid::Uuid;
+
+use super::callees::{OPERATOR, page_size};
+use super::error::{ApiError, ErrorBody};
+use super::extract::{Json, Path, Query};
+use crate::app::AppState;
+use crate::domain::ids::{CalleeId, ReportId};
+use crate::domain::report::Trigger;
+use crate::domain::version::ProtocolVersion;
+use crate::service::reports;
+use crate::storage::Report;
+
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CreateReport {
+    #[schema(example = "1.0")]
+    pub protocol_version: String,
+    pub trigger: TriggerView,
+    /// For the status triggers: `{"observed": [A2A task / status-update / TaskStatus objects, in
+    /// the order seen]}`. For `push-registration-failed`: `{"attempts": [{"http_status": 500},
+    /// {"jsonrpc_error": {"code": -32603, "message": "…"}}]}`.
+    #[schema(value_type = Object)]
+    pub evidence: serde_json::Value,
+}
+
+#[derive(Debug, Clone, Copy, Deserialize, Serialize, ToSchema)]
+#[serde(rename_all = "kebab-case")]
+pub enum TriggerView {
+    TerminalWithoutTimestamp,
+    HistoryNotIncremented,
+    PushRegistrationFailed,
+    DuplicateTerminal,
+}
+
+impl From<TriggerView> for Trigger {
+    fn from(t: TriggerView) -> Self {
+        match t {
+            TriggerView::TerminalWithoutTimestamp => Trigger::TerminalWithoutTimestamp,
+            TriggerView::HistoryNotIncremented => Trigger::HistoryNotIncremented,
+            TriggerView::PushRegistrationFailed => Trigger::PushRegistrationFailed,
+            TriggerView::DuplicateTerminal => Trigger::DuplicateTerminal,
+        }
+    }
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ReportView {
+    pub id: Uuid,
+    pub callee_id: Uuid,
+    pub protocol_version: String,
+    pub trigger: String,
+    /// The demotion class: `timestamp`, `history`, `push` or `terminal`.
+    pub class: String,
+    #[schema(value_type = Object)]
+    pub evidence: serde_json::Value,
+    /// What the evidence check established.
+    pub finding: String,
+    pub reporter: String,
+    /// `demoted` (the report demoted the subject) or `recorded` (no gate move).
+    pub outcome: String,
+    pub created_at: DateTime<Utc>,
+}
+
+impl From<Report> for ReportView {
+    fn from(r: Report) -> Self {
+        Self {
+            id: r.id.0,
+            callee_id: r.callee_id.0,
+            protocol_version: r.protocol_version.to_string(),
+            trigger: r.trigger,
+            class: r.class,
+            evidence: r.evidence,
+            finding: r.finding,
+            reporter: r.reporter,
+            outcome: r.outcome,
+            created_at: r.created_at,
+        }
+    }
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ReportPage {
+    /// Newest first.
+    pub items: Vec<ReportView>,
+    pub next_before: Option<Uuid>,
+}
+
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+#[serde(deny_unknown_fields)]
+pub struct ReportQuery {
+    /// Page size, 1 to 200 (default 50).
+    pub limit: Option<u32>,
+    /// Cursor: the `next_before` of the previous page.
+    pub before: Option<Uuid>,
+}
+
+/// Report a lifecycle violation with its evidence.
+///
+/// The evidence is checked; if it shows the violation the report is recorded with its reporter
+/// and a `lifecycle-trusted` subject is demoted (a `card-trusted` one is recorded without a
+/// gate move). Evidence that does not show the violation is refused with the reason.
+#[utoipa::path(post, path = "/v1/callees/{id}/reports", tag = "reports", request_body = CreateReport,
+    params(("id" = Uuid, Path, description = "Callee id")),
+    responses(
+        (status = 201, description = "Recorded", body = ReportView),
+        (status = 400, description = "Malformed report, or evidence that does not show the violation", body = ErrorBody),
+        (status = 404, description = "No such callee or subject", body = ErrorBody),
+    ))]
+pub async fn create_report(
+    State(app): State<AppState>,
+    Path(id): Path<Uuid>,
+    Json(body): Json<CreateReport>,
+) -> Result<(StatusCode, Json<ReportView>), ApiError> {
+    let version = ProtocolVersion::parse_exact(&body.protocol_version)
+        .map_err(|e| ApiError::invalid(format!("protocol_version: {e}")))?;
+    let report = reports::submit(
+        &app.store,
+        CalleeId(id),
+        version,
+        body.trigger.into(),
+        body.evidence,
+        OPERATOR,
+        app.now(),
+    )
+    .await?;
+    Ok((StatusCode::CREATED, Json(report.into())))
+}
+
+/// A callee's reports, newest first.
+#[utoipa::path(get, path = "/v1/callees/{id}/reports", tag = "reports",
+    params(("id" = Uuid, Path, description = "Callee id"), ReportQuery),
+    responses(
+        (status = 200, description = "Reports", body = ReportPage),
+        (status = 400, description = "Bad parameters", body = ErrorBody),
+        (status = 404, description = "No such callee", body = ErrorBody),
+    ))]
+pub async fn list_reports(
+    State(app): State<AppState>,
+    Path(id): Path<Uuid>,
+    Query(q): Query<ReportQuery>,
+) -> Result<Json<ReportPage>, ApiError> {
+    let callee_id = CalleeId(id);
+    let limit = page_size(q.limit)?;
+    app.store
+        .callee(callee_id)
+        .await
+        .map_err(|e| crate::service::callees::not_found(e, callee_id))?;
+    let reports = app
+        .store
+        .reports(callee_id, q.before.map(ReportId), limit)
+        .await?;
+    let next_before = (reports.len() == limit as usize)
+        .then(|| reports.last().map(|r| r.id.0))
+        .flatten();
+    Ok(Json(ReportPage {
+        items: reports.into_iter().map(Into::into).collect(),
+        next_before,
+    }))
+}

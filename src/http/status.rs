@@ -1,0 +1,174 @@
+//! `/v1/jobs` and `/v1/status`: what the queue holds and whether the scheduler is alive.
+
+use axum::extract::State;
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use utoipa::{IntoParams, ToSchema};
+use uuid::Uuid;
+
+use super::callees::page_size;
+use super::error::{ApiError, ErrorBody};
+use super::extract::{Json, Query};
+use crate::app::AppState;
+use crate::domain::job::{Job, JobStatus};
+use crate::service::schedule::Tick;
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct JobView {
+    pub id: Uuid,
+    /// `probe` or `refresh`.
+    pub kind: String,
+    pub callee_id: Uuid,
+    pub protocol_version: Option<String>,
+    pub reason: String,
+    /// `queued`, `running`, `done` or `failed`.
+    pub status: String,
+    pub attempts: i32,
+    /// When it runs next (queued) or ran (otherwise).
+    pub run_after: DateTime<Utc>,
+    /// The process holding it, and until when.
+    pub lease_owner: Option<String>,
+    pub lease_until: Option<DateTime<Utc>>,
+    pub last_error: Option<String>,
+    pub probe_run_id: Option<Uuid>,
+    pub created_at: DateTime<Utc>,
+    pub updated_at: DateTime<Utc>,
+}
+
+impl From<Job> for JobView {
+    fn from(j: Job) -> Self {
+        Self {
+            id: j.id.0,
+            kind: j.kind.as_str().to_string(),
+            callee_id: j.callee_id.0,
+            protocol_version: j.protocol_version.map(|v| v.to_string()),
+            reason: j.reason,
+            status: j.status.as_str().to_string(),
+            attempts: j.attempts,
+            run_after: j.run_after,
+            lease_owner: j.lease_owner,
+            lease_until: j.lease_until,
+            last_error: j.last_error,
+            probe_run_id: j.probe_run_id.map(|r| r.0),
+            created_at: j.created_at,
+            updated_at: j.updated_at,
+        }
+    }
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct JobPage {
+    /// Newest first.
+    pub items: Vec<JobView>,
+}
+
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+#[serde(deny_unknown_fields)]
+pub struct JobQuery {
+    /// `queued`, `running`, `done` or `failed`.
+    pub status: Option<String>,
+    /// Page size, 1 to 200 (default 50).
+    pub limit: Option<u32>,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct StatusView {
+    /// This process's name in job leases.
+    pub instance: String,
+    /// `postgres` or `sqlite`.
+    pub database: String,
+    pub scheduler: SchedulerView,
+    pub queue: QueueView,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct SchedulerView {
+    pub refresh: SweepView,
+    pub reprobe: SweepView,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct SweepView {
+    /// The cron expression (6 fields, seconds first).
+    pub schedule: String,
+    /// This process's last tick (absent until the first one).
+    pub last_tick_at: Option<DateTime<Utc>>,
+    pub last_enqueued: Option<usize>,
+    pub last_error: Option<String>,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct QueueView {
+    pub queued: i64,
+    pub running: i64,
+    pub failed: i64,
+    /// How long the oldest due job has waited for a worker, in seconds (0 when none waits).
+    pub lag_seconds: f64,
+}
+
+fn sweep(schedule: &str, tick: Option<Tick>) -> SweepView {
+    SweepView {
+        schedule: schedule.to_string(),
+        last_tick_at: tick.as_ref().map(|t| t.at),
+        last_enqueued: tick.as_ref().map(|t| t.enqueued),
+        last_error: tick.and_then(|t| t.error),
+    }
+}
+
+/// Jobs of the work queue, newest first.
+#[utoipa::path(get, path = "/v1/jobs", tag = "operations", params(JobQuery),
+    responses(
+        (status = 200, description = "Jobs", body = JobPage),
+        (status = 400, description = "Bad parameters", body = ErrorBody),
+    ))]
+pub async fn list_jobs(
+    State(app): State<AppState>,
+    Query(q): Query<JobQuery>,
+) -> Result<Json<JobPage>, ApiError> {
+    let limit = page_size(q.limit)?;
+    let status = q
+        .status
+        .as_deref()
+        .map(|s| {
+            JobStatus::parse(s).ok_or_else(|| {
+                ApiError::bad_request(
+                    "invalid_query",
+                    format!("status must be queued, running, done or failed, not `{s}`"),
+                )
+            })
+        })
+        .transpose()?;
+    let jobs = app.store.jobs(status, limit).await?;
+    Ok(Json(JobPage {
+        items: jobs.into_iter().map(Into::into).collect(),
+    }))
+}
+
+/// The scheduler's last ticks in this process and the queue's lag.
+#[utoipa::path(get, path = "/v1/status", tag = "operations",
+    responses((status = 200, description = "Status", body = StatusView)))]
+pub async fn get_status(State(app): State<AppState>) -> Result<Json<StatusView>, ApiError> {
+    Ok(Json(status(&app).await?))
+}
+
+pub async fn status(app: &AppState) -> Result<StatusView, ApiError> {
+    let now = app.now();
+    let stats = app.store.queue_stats(now).await?;
+    Ok(StatusView {
+        instance: app.instance.clone(),
+        database: app.store.backend().to_string(),
+        scheduler: SchedulerView {
+            refresh: sweep(&app.schedule.refresh, app.ticks.last_refresh()),
+            reprobe: sweep(&app.schedule.reprobe, app.ticks.last_reprobe()),
+        },
+        queue: QueueView {
+            queued: stats.queued,
+            running: stats.running,
+            failed: stats.failed,
+            lag_seconds: stats
+                .oldest_due
+                .map_or(0.0, |t| (now - t).num_milliseconds().max(0) as f64 / 1000.0),
+        },
+    })
+}

@@ -1,0 +1,236 @@
+//! Periodic work. tokio-cron-scheduler only *calls* [`refresh_sweep`] and [`reprobe_sweep`]:
+//! plain, idempotent, bounded functions that enqueue jobs (tests call them directly). With
+//! several replicas each runs its own scheduler; the queue's dedup keys make the double
+//! enqueues no-ops, and workers claim each job once.
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use anyhow::Context;
+use serde::Serialize;
+use tokio_cron_scheduler::{Job as CronJob, JobScheduler};
+
+use crate::app::AppState;
+use crate::domain::callee::Backoff;
+use crate::domain::gate::GateState;
+use crate::domain::ids::{CalleeId, JobId};
+use crate::domain::job::{self, Job, JobKind, JobStatus};
+use crate::domain::time::{self, Timestamp};
+
+/// When periodic work runs (6-field cron expressions, seconds first).
+#[derive(Debug, Clone)]
+pub struct ScheduleSettings {
+    /// Card refresh sweep (`CARDGATE_REFRESH_SCHEDULE`, default every 5 minutes).
+    pub refresh: String,
+    /// Re-probe sweep of demoted and stale subjects (`CARDGATE_REPROBE_SCHEDULE`, default daily).
+    pub reprobe: String,
+    /// A subject whose newest probe started longer ago than this is re-probed.
+    pub stale_after: Duration,
+    /// Backoff for callees whose card cannot be fetched.
+    pub backoff: Backoff,
+    /// Most refresh jobs one sweep enqueues.
+    pub sweep_limit: u32,
+    /// Queue probes when registration or a refresh reveals a new version or capability.
+    pub probe_on_change: bool,
+}
+
+impl Default for ScheduleSettings {
+    fn default() -> Self {
+        Self {
+            refresh: "0 */5 * * * *".into(),
+            reprobe: "0 0 3 * * *".into(),
+            stale_after: Duration::from_secs(7 * 24 * 3600),
+            backoff: Backoff::default(),
+            sweep_limit: 50_000,
+            probe_on_change: true,
+        }
+    }
+}
+
+/// The last run of each sweep in this process, for `/v1/status` and `/readyz`.
+#[derive(Debug, Default)]
+pub struct Ticks {
+    pub refresh: Mutex<Option<Tick>>,
+    pub reprobe: Mutex<Option<Tick>>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Tick {
+    pub at: Timestamp,
+    pub enqueued: usize,
+    pub error: Option<String>,
+}
+
+impl Ticks {
+    pub fn last_refresh(&self) -> Option<Tick> {
+        self.refresh
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone()
+    }
+
+    pub fn last_reprobe(&self) -> Option<Tick> {
+        self.reprobe
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone()
+    }
+}
+
+/// Enqueues a refresh job for every callee whose card is due (not in backoff). Idempotent: a
+/// callee with a refresh already queued or running is skipped by the queue's dedup key.
+pub async fn refresh_sweep(state: &AppState) -> anyhow::Result<usize> {
+    let now = state.now();
+    let due = state
+        .store
+        .due_for_refresh(now, state.schedule.sweep_limit)
+        .await
+        .context("listing due callees")?;
+    let mut enqueued = 0;
+    for callee in due {
+        if state
+            .store
+            .enqueue(&refresh_job(callee, "schedule", now))
+            .await?
+        {
+            enqueued += 1;
+        }
+    }
+    if enqueued > 0 {
+        state.wake.notify_one();
+    }
+    Ok(enqueued)
+}
+
+/// Enqueues a probe for every live subject that is demoted, never probed, or whose newest probe
+/// is older than `stale_after` (only a fresh passing probe re-promotes a demoted subject).
+pub async fn reprobe_sweep(state: &AppState) -> anyhow::Result<usize> {
+    let now = state.now();
+    let stale_before = now
+        - chrono::Duration::from_std(state.schedule.stale_after).unwrap_or(chrono::Duration::MAX);
+    let mut enqueued = 0;
+    let mut after = None;
+    loop {
+        let page = state.store.callee_ids(after, 500).await?;
+        let Some(last) = page.last().copied() else {
+            break;
+        };
+        after = Some(last);
+        for callee in page {
+            for subject in state.store.subjects(callee).await? {
+                if subject.state.withdrawn || subject.state.card_untrusted.is_some() {
+                    continue;
+                }
+                let last = state
+                    .store
+                    .latest_probe(callee, subject.protocol_version)
+                    .await?;
+                let due = subject.state.gate == GateState::Demoted
+                    || last
+                        .as_ref()
+                        .is_none_or(|r| r.started_at.unwrap_or(r.created_at) < stale_before);
+                if !due {
+                    continue;
+                }
+                let reason = if subject.state.gate == GateState::Demoted {
+                    "schedule: demoted"
+                } else {
+                    "schedule: stale"
+                };
+                match crate::service::probe::enqueue_probe(
+                    &state.store,
+                    callee,
+                    subject.protocol_version,
+                    reason,
+                    "scheduler",
+                    now,
+                )
+                .await
+                {
+                    Ok(_) => enqueued += 1,
+                    Err(crate::service::ServiceError::Conflict(_)) => {}
+                    Err(e) => return Err(anyhow::anyhow!("{e}")),
+                }
+            }
+        }
+    }
+    if enqueued > 0 {
+        state.wake.notify_one();
+    }
+    Ok(enqueued)
+}
+
+pub fn refresh_job(callee: CalleeId, reason: &str, now: Timestamp) -> Job {
+    Job {
+        id: JobId::new(),
+        kind: JobKind::Refresh,
+        callee_id: callee,
+        protocol_version: None,
+        reason: reason.to_string(),
+        dedup_key: job::refresh_key(callee),
+        status: JobStatus::Queued,
+        attempts: 0,
+        run_after: now,
+        lease_owner: None,
+        lease_until: None,
+        last_error: None,
+        probe_run_id: None,
+        created_at: now,
+        updated_at: now,
+    }
+}
+
+/// Starts the cron scheduler. Each tick's outcome is kept in `ticks` and logged.
+pub async fn start(state: AppState, ticks: Arc<Ticks>) -> anyhow::Result<JobScheduler> {
+    let scheduler = JobScheduler::new()
+        .await
+        .context("creating the scheduler")?;
+    for (name, expression) in [
+        ("refresh", state.schedule.refresh.clone()),
+        ("reprobe", state.schedule.reprobe.clone()),
+    ] {
+        let (state, ticks) = (state.clone(), ticks.clone());
+        let job = CronJob::new_async(expression.as_str(), move |_id, _scheduler| {
+            let (state, ticks) = (state.clone(), ticks.clone());
+            Box::pin(async move {
+                let result = match name {
+                    "refresh" => refresh_sweep(&state).await,
+                    _ => reprobe_sweep(&state).await,
+                };
+                let tick = Tick {
+                    at: time::now(),
+                    enqueued: *result.as_ref().unwrap_or(&0),
+                    error: result.as_ref().err().map(|e| format!("{e:#}")),
+                };
+                match &tick.error {
+                    None => tracing::info!(
+                        sweep = name,
+                        enqueued = tick.enqueued,
+                        "{name} sweep enqueued {} jobs",
+                        tick.enqueued
+                    ),
+                    Some(e) => tracing::error!(sweep = name, error = %e, "{name} sweep failed"),
+                }
+                let slot = if name == "refresh" {
+                    &ticks.refresh
+                } else {
+                    &ticks.reprobe
+                };
+                *slot
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(tick);
+            })
+        })
+        .with_context(|| format!("{name} schedule `{expression}` (6 fields, seconds first)"))?;
+        scheduler.add(job).await.context("adding a scheduled job")?;
+    }
+    scheduler.start().await.context("starting the scheduler")?;
+    Ok(scheduler)
+}
+
+/// Checks a cron expression without starting anything.
+pub fn validate(expression: &str) -> anyhow::Result<()> {
+    CronJob::new(expression, |_, _| {})
+        .map(drop)
+        .map_err(|e| anyhow::anyhow!("`{expression}`: {e} (6 fields, seconds first)"))
+}

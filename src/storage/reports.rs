@@ -1,0 +1,146 @@
+//! Callers' violation reports, recorded with the ledger events they cause.
+
+use chrono::{DateTime, Utc};
+use serde_json::Value;
+use uuid::Uuid;
+
+use super::ledger::AppendEvents;
+use super::{BeginWrite, Store, StoreError, Subject, dispatch};
+use crate::domain::gate::SubjectState;
+use crate::domain::ids::{CalleeId, ReportId};
+use crate::domain::ledger::{EventBody, EventRecord, NewEvent};
+use crate::domain::time::Timestamp;
+use crate::domain::version::ProtocolVersion;
+
+/// A report as stored.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Report {
+    pub id: ReportId,
+    pub callee_id: CalleeId,
+    pub protocol_version: ProtocolVersion,
+    pub trigger: String,
+    pub class: String,
+    pub evidence: Value,
+    /// What the evidence check established.
+    pub finding: String,
+    pub reporter: String,
+    /// `demoted` or `recorded`.
+    pub outcome: String,
+    pub created_at: Timestamp,
+}
+
+#[derive(sqlx::FromRow)]
+struct ReportRow {
+    id: Uuid,
+    callee_id: Uuid,
+    protocol_version: String,
+    trigger: String,
+    class: String,
+    evidence: String,
+    finding: String,
+    reporter: String,
+    outcome: String,
+    created_at: DateTime<Utc>,
+}
+
+impl TryFrom<ReportRow> for Report {
+    type Error = StoreError;
+    fn try_from(r: ReportRow) -> Result<Self, StoreError> {
+        Ok(Report {
+            id: r.id.into(),
+            callee_id: r.callee_id.into(),
+            protocol_version: ProtocolVersion::parse_exact(&r.protocol_version)
+                .map_err(StoreError::corrupt)?,
+            trigger: r.trigger,
+            class: r.class,
+            evidence: serde_json::from_str(&r.evidence).map_err(StoreError::corrupt)?,
+            finding: r.finding,
+            reporter: r.reporter,
+            outcome: r.outcome,
+            created_at: r.created_at,
+        })
+    }
+}
+
+impl Store {
+    /// Records a checked report with the events `outcome` derives from the subject's state as
+    /// of this transaction (under the ledger lock). The report's `outcome` field is filled in
+    /// from whether a demotion was appended.
+    pub async fn record_report(
+        &self,
+        report: &Report,
+        outcome: impl FnOnce(&SubjectState) -> Vec<EventBody> + Send,
+        now: Timestamp,
+    ) -> Result<(Report, Vec<(EventRecord, Subject)>), StoreError> {
+        dispatch!(self, |pool| {
+            let mut tx = pool.begin_write().await?;
+            tx.lock_ledger().await?;
+            let state: Option<(String,)> = sqlx::query_as(
+                "select state from subjects where callee_id = $1 and protocol_version = $2",
+            )
+            .bind(report.callee_id.0)
+            .bind(report.protocol_version.to_string())
+            .fetch_optional(&mut *tx)
+            .await?;
+            let state: SubjectState = serde_json::from_str(&state.ok_or(StoreError::NotFound)?.0)
+                .map_err(StoreError::corrupt)?;
+            let events: Vec<NewEvent> = outcome(&state)
+                .into_iter()
+                .map(|body| NewEvent {
+                    callee_id: report.callee_id,
+                    protocol_version: report.protocol_version,
+                    body,
+                    actor: report.reporter.clone(),
+                })
+                .collect();
+            let demoted = events
+                .iter()
+                .any(|e| matches!(e.body, EventBody::Demoted { .. }));
+            let stored = Report {
+                outcome: if demoted { "demoted" } else { "recorded" }.into(),
+                ..report.clone()
+            };
+            sqlx::query(
+                "insert into reports (id, callee_id, protocol_version, trigger, class, evidence, finding, \
+                 reporter, outcome, created_at) values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)",
+            )
+            .bind(stored.id.0)
+            .bind(stored.callee_id.0)
+            .bind(stored.protocol_version.to_string())
+            .bind(&stored.trigger)
+            .bind(&stored.class)
+            .bind(stored.evidence.to_string())
+            .bind(&stored.finding)
+            .bind(&stored.reporter)
+            .bind(&stored.outcome)
+            .bind(stored.created_at)
+            .execute(&mut *tx)
+            .await?;
+            let appended = tx.append_events(&events, now).await?;
+            tx.commit().await?;
+            Ok((stored, appended))
+        })
+    }
+
+    /// A callee's reports, newest first.
+    pub async fn reports(
+        &self,
+        callee_id: CalleeId,
+        before: Option<ReportId>,
+        limit: u32,
+    ) -> Result<Vec<Report>, StoreError> {
+        let before = before.map_or(Uuid::max(), |id| id.0);
+        let rows: Vec<ReportRow> = dispatch!(self, |pool| {
+            sqlx::query_as(
+                "select id, callee_id, protocol_version, trigger, class, evidence, finding, reporter, outcome, \
+                 created_at from reports where callee_id = $1 and id < $2 order by id desc limit $3",
+            )
+            .bind(callee_id.0)
+            .bind(before)
+            .bind(i64::from(limit))
+            .fetch_all(pool)
+            .await
+        })?;
+        rows.into_iter().map(TryInto::try_into).collect()
+    }
+}

@@ -1,0 +1,339 @@
+//! The scheduler and the work queue: version changes noticed by themselves, republishes that
+//! move no gate, callers' reports, backoff, and idempotent sweeps.
+
+use std::time::Duration;
+
+use cardgate::app::App;
+use cardgate::fake_agent::{Behaviour, FakeAgent, FakeAgentConfig};
+use cardgate::service::schedule;
+use serde_json::{Value, json};
+
+use crate::probes::{decision, gate, register, wait};
+use crate::support::cards::{CardServer, Reply};
+use crate::support::{TestDb, TestServer, error_code, on_both_backends, test_settings};
+
+on_both_backends!(
+    a_new_version_is_noticed_probed_and_trusted_within_one_refresh,
+    reports_with_evidence_demote_and_others_are_refused,
+    sweeps_are_idempotent,
+);
+
+/// Settings with the scheduler's loop on and a refresh every second.
+fn scheduled(db: &TestDb) -> cardgate::app::Settings {
+    let mut settings = test_settings(db.target.clone());
+    settings.schedule.probe_on_change = true;
+    settings.schedule.refresh = "*/1 * * * * *".into();
+    settings
+}
+
+/// Polls `check` every 100 ms for up to 30 s.
+async fn eventually<F, Fut>(what: &str, mut check: F)
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    for _ in 0..300 {
+        if check().await {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!("timed out waiting for {what}");
+}
+
+async fn ledger_kinds(server: &TestServer, callee: &str) -> Vec<String> {
+    let (_, page) = server
+        .get(&format!("/v1/ledger?callee_id={callee}&limit=200"))
+        .await;
+    page["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| {
+            format!(
+                "{} {}",
+                e["protocol_version"].as_str().unwrap(),
+                e["kind"].as_str().unwrap()
+            )
+        })
+        .collect()
+}
+
+async fn last_probe_of(server: &TestServer, callee: &str, version: &str) -> Option<Value> {
+    let (_, body) = server.get(&format!("/v1/callees/{callee}")).await;
+    body["subjects"]
+        .as_array()?
+        .iter()
+        .find(|s| s["protocol_version"] == version)?
+        .get("last_probe")
+        .cloned()
+        .filter(|p| !p.is_null())
+}
+
+async fn a_new_version_is_noticed_probed_and_trusted_within_one_refresh(db: TestDb) {
+    let agent = FakeAgent::start(FakeAgentConfig::default(), Behaviour::Conformant)
+        .await
+        .unwrap();
+    let server = TestServer::start_with(scheduled(&db)).await;
+    let callee = register(&server, &agent.origin(), json!({})).await;
+
+    // Registration queued the 1.0 probe by itself.
+    eventually("the registration probe", || async {
+        last_probe_of(&server, &callee, "1.0")
+            .await
+            .is_some_and(|p| p["status"] == "finished")
+    })
+    .await;
+    assert_eq!(gate(&server, &callee, "1.0").await, "lifecycle-trusted");
+    let before = decision(&server, &callee, "caller_version=1.1").await;
+    assert_eq!(before["authoritative"], false);
+    assert_eq!(
+        before["conditions"][1]["status"], "fail",
+        "version-match: {before:#}"
+    );
+
+    // The card starts offering 1.1: the next refresh notices, the new subject starts
+    // card-trusted, its probe is queued at once and promotes it.
+    agent.set_versions(vec!["1.0", "1.1"]);
+    eventually("the 1.1 probe", || async {
+        last_probe_of(&server, &callee, "1.1")
+            .await
+            .is_some_and(|p| p["status"] == "finished")
+    })
+    .await;
+    let kinds = ledger_kinds(&server, &callee).await;
+    let appeared: Vec<&String> = kinds
+        .iter()
+        .filter(|k| *k == "1.1 version-appeared")
+        .collect();
+    assert_eq!(appeared.len(), 1, "{kinds:?}");
+    let at = kinds
+        .iter()
+        .position(|k| k == "1.1 version-appeared")
+        .unwrap();
+    assert_eq!(
+        kinds[at + 1..]
+            .iter()
+            .filter(|k| k.starts_with("1.1 "))
+            .collect::<Vec<_>>(),
+        ["1.1 probe-finished", "1.1 promoted"]
+    );
+    assert_eq!(gate(&server, &callee, "1.1").await, "lifecycle-trusted");
+    let after = decision(&server, &callee, "caller_version=1.1&requires=streaming").await;
+    assert_eq!(after["authoritative"], true, "{after:#}");
+
+    // The queue shows the work done, and the scheduler's loop is visibly alive.
+    let (_, jobs) = server.get("/v1/jobs?limit=200").await;
+    let done: Vec<(&str, &str)> = jobs["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|j| (j["kind"].as_str().unwrap(), j["status"].as_str().unwrap()))
+        .collect();
+    assert!(
+        done.contains(&("refresh", "done")) && done.contains(&("probe", "done")),
+        "{done:?}"
+    );
+    let (_, status) = server.get("/v1/status").await;
+    assert!(
+        status["scheduler"]["refresh"]["last_tick_at"].is_string(),
+        "{status:#}"
+    );
+    let (_, ready) = server.get("/readyz").await;
+    assert!(ready["scheduler_last_tick_at"].is_string(), "{ready:#}");
+
+    // A republish (the description changes) of a demoted subject's card does not lift it.
+    let report = json!({"protocol_version": "1.1", "trigger": "terminal-without-timestamp",
+                        "evidence": {"observed": [{"state": "TASK_STATE_COMPLETED"}]}});
+    let (status, body) = server
+        .post(&format!("/v1/callees/{callee}/reports"), report)
+        .await;
+    assert_eq!(status, 201, "{body}");
+    assert_eq!(gate(&server, &callee, "1.1").await, "demoted");
+    agent.republish("a new description, same lifecycle");
+    eventually("the republish", || async {
+        ledger_kinds(&server, &callee)
+            .await
+            .contains(&"1.1 card-republished".to_string())
+    })
+    .await;
+    assert_eq!(gate(&server, &callee, "1.1").await, "demoted");
+    assert_eq!(gate(&server, &callee, "1.0").await, "lifecycle-trusted");
+    server.stop().await;
+}
+
+async fn reports_with_evidence_demote_and_others_are_refused(db: TestDb) {
+    let agent = FakeAgent::start(FakeAgentConfig::default(), Behaviour::Conformant)
+        .await
+        .unwrap();
+    let server = TestServer::start(db.target.clone()).await;
+    let callee = register(&server, &agent.origin(), json!({})).await;
+    let url = format!("/v1/callees/{callee}/reports");
+    let duplicate = json!({"observed": [
+        {"statusUpdate": {"taskId": "t", "contextId": "c", "status": {"state": "TASK_STATE_COMPLETED", "timestamp": "2026-12-02T10:00:00Z"}}},
+        {"statusUpdate": {"taskId": "t", "contextId": "c", "status": {"state": "TASK_STATE_COMPLETED", "timestamp": "2026-12-02T10:00:01Z"}}}
+    ]});
+
+    // On a card-trusted subject a valid report is recorded without a gate move.
+    let (status, recorded) = server.post(&url, json!({"protocol_version": "1.0", "trigger": "duplicate-terminal", "evidence": duplicate})).await;
+    assert_eq!(status, 201, "{recorded}");
+    assert_eq!(recorded["outcome"], "recorded");
+    assert_eq!(recorded["class"], "terminal");
+    assert_eq!(gate(&server, &callee, "1.0").await, "card-trusted");
+
+    // Promote it with a real probe, then the same report demotes.
+    let (_, run) = server
+        .post(&format!("/v1/callees/{callee}/probes"), json!({}))
+        .await;
+    wait(&server, run["id"].as_str().unwrap()).await;
+    assert_eq!(gate(&server, &callee, "1.0").await, "lifecycle-trusted");
+    let (status, demoting) = server.post(&url, json!({"protocol_version": "1.0", "trigger": "duplicate-terminal", "evidence": duplicate})).await;
+    assert_eq!(status, 201);
+    assert_eq!(demoting["outcome"], "demoted");
+    assert_eq!(demoting["reporter"], "operator");
+    assert_eq!(gate(&server, &callee, "1.0").await, "demoted");
+    let kinds = ledger_kinds(&server, &callee).await;
+    assert_eq!(
+        &kinds[kinds.len() - 2..],
+        ["1.0 report-received", "1.0 demoted"]
+    );
+
+    // Evidence that does not show the violation is refused, with the reason, and not stored.
+    let refused = [
+        (
+            json!({"protocol_version": "1.0", "trigger": "terminal-without-timestamp", "evidence": {"observed": [{"state": "TASK_STATE_COMPLETED", "timestamp": "2026-12-02T10:00:00Z"}]}}),
+            "lacks status.timestamp",
+        ),
+        (
+            json!({"protocol_version": "1.0", "trigger": "push-registration-failed", "evidence": {"attempts": [{"http_status": 500}]}}),
+            "at least 2",
+        ),
+        (
+            json!({"protocol_version": "1.0", "trigger": "history-not-incremented", "evidence": {}}),
+            "`observed` array",
+        ),
+    ];
+    for (body, reason) in refused {
+        let (status, answer) = server.post(&url, body).await;
+        assert_eq!(
+            (status, error_code(&answer)),
+            (400, "invalid_request"),
+            "{answer}"
+        );
+        assert!(
+            answer["error"]["message"]
+                .as_str()
+                .unwrap()
+                .contains(reason),
+            "{answer}"
+        );
+    }
+    let (status, answer) = server
+        .post(
+            &url,
+            json!({"protocol_version": "1.0", "trigger": "vibes", "evidence": {}}),
+        )
+        .await;
+    assert_eq!((status, error_code(&answer)), (400, "invalid_body"));
+    let (status, _) = server.post(&url, json!({"protocol_version": "2.0", "trigger": "duplicate-terminal", "evidence": duplicate})).await;
+    assert_eq!(status, 404);
+
+    let (_, list) = server.get(&url).await;
+    let outcomes: Vec<&str> = list["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["outcome"].as_str().unwrap())
+        .collect();
+    assert_eq!(outcomes, ["demoted", "recorded"]);
+    server.stop().await;
+}
+
+async fn sweeps_are_idempotent(db: TestDb) {
+    let agents = CardServer::start().await;
+    for n in 0..3 {
+        agents.serve_signed_card(
+            &format!("/a{n}.json"),
+            &agents.card("A", &["1.0"], json!({})),
+        );
+    }
+    let server = TestServer::start(db.target.clone()).await;
+    for n in 0..3 {
+        server.register(&agents.url(&format!("/a{n}.json"))).await;
+    }
+    server.stop().await;
+
+    // A second app on the same database that never serves: its worker does not run, so what
+    // the sweeps enqueue stays queued.
+    let app = App::build(test_settings(db.target.clone())).await.unwrap();
+    assert_eq!(schedule::refresh_sweep(&app.state).await.unwrap(), 3);
+    assert_eq!(
+        schedule::refresh_sweep(&app.state).await.unwrap(),
+        0,
+        "already queued"
+    );
+    // Never-probed subjects are due for a probe; once queued, not again.
+    assert_eq!(schedule::reprobe_sweep(&app.state).await.unwrap(), 3);
+    assert_eq!(schedule::reprobe_sweep(&app.state).await.unwrap(), 0);
+    let stats = app.state.store.queue_stats(app.state.now()).await.unwrap();
+    assert_eq!(stats.queued, 6);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unreachable_callee_backs_off_and_recovers() {
+    let db = TestDb::sqlite().await;
+    let agent = CardServer::start().await;
+    let card = agent.serve_signed_card(
+        "/.well-known/agent-card.json",
+        &agent.card("A", &["1.0"], json!({})),
+    );
+    let mut settings = scheduled(&db);
+    settings.schedule.probe_on_change = false;
+    settings.schedule.backoff = cardgate::domain::callee::Backoff {
+        base: Duration::from_secs(1),
+        cap: Duration::from_secs(8),
+    };
+    let server = TestServer::start_with(settings).await;
+    let callee = server.register(&agent.origin()).await["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+
+    agent.set("/.well-known/agent-card.json", Reply::Status(503));
+    let before = agent.requests("/.well-known/agent-card.json").len();
+    tokio::time::sleep(Duration::from_secs(8)).await;
+    let attempts = agent.requests("/.well-known/agent-card.json").len() - before;
+    // Every second a sweep runs; backoff (1, 2, 4 s…) keeps the attempts well below that.
+    assert!((2..=5).contains(&attempts), "{attempts} fetches in 8 s");
+    let (_, detail) = server.get(&format!("/v1/callees/{callee}")).await;
+    assert_eq!(detail["last_fetch"]["status"], "failed");
+    assert!(
+        detail["last_fetch"]["failures"].as_i64().unwrap() >= 2,
+        "{detail:#}"
+    );
+    assert!(detail["last_fetch"]["next_at"].is_string());
+    assert_eq!(detail["subjects"][0]["gate_state"], "untrusted");
+    let kinds = ledger_kinds(&server, &callee).await;
+    assert_eq!(
+        kinds
+            .iter()
+            .filter(|k| k.ends_with("card-untrusted"))
+            .count(),
+        1,
+        "recorded once, not spammed: {kinds:?}"
+    );
+
+    // It comes back: the next due refresh restores trust and resets the failures.
+    agent.set_json("/.well-known/agent-card.json", &card);
+    eventually("recovery", || async {
+        let (_, d) = server.get(&format!("/v1/callees/{callee}")).await;
+        d["last_fetch"]["failures"] == 0 && d["subjects"][0]["gate_state"] == "card-trusted"
+    })
+    .await;
+    assert!(
+        ledger_kinds(&server, &callee)
+            .await
+            .contains(&"1.0 card-trust-restored".to_string())
+    );
+    server.stop().await;
+}
