@@ -11,6 +11,7 @@ mod discovery;
 mod openapi;
 mod probes;
 mod python_sdk;
+mod replicas;
 mod restart;
 mod schedule;
 mod sse;

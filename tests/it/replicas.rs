@@ -1,0 +1,230 @@
+//! Several replicas on one Postgres: two `cardgate serve` processes share the queue; 50 callees
+//! change version at once; one process is killed mid-run. Every job runs once, and none is lost.
+
+use std::collections::HashMap;
+use std::process::Stdio;
+use std::time::Duration;
+
+use cardgate::fake_agent::{Behaviour, FakeAgent, FakeAgentConfig};
+use cardgate::storage::DatabaseTarget;
+use serde_json::{Value, json};
+use tokio::process::{Child, Command};
+
+use crate::support::TestDb;
+
+struct Replica {
+    base: String,
+    child: Child,
+}
+
+async fn spawn_replica(database_url: &str, log: &str) -> Replica {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let base = format!("http://127.0.0.1:{port}");
+    let child = Command::new(env!("CARGO_BIN_EXE_cardgate"))
+        .arg("serve")
+        .env("DATABASE_URL", database_url)
+        .env("CARDGATE_LISTEN", format!("127.0.0.1:{port}"))
+        .env("CARDGATE_PUBLIC_URL", format!("{base}/"))
+        .env("CARDGATE_ALLOW_NETWORKS", "127.0.0.0/8")
+        .env("CARDGATE_REFRESH_SCHEDULE", "*/1 * * * * *")
+        .env("CARDGATE_JOB_LEASE_SECS", "3")
+        .env("CARDGATE_WORKERS", "8")
+        .env("CARDGATE_PUSH_BACKOFF_MS", "50")
+        .env("CARDGATE_PROBE_DEADLINE_SECS", "20")
+        .env("RUST_LOG", "warn")
+        .stdout(Stdio::null())
+        .stderr(
+            std::fs::File::create(log)
+                .map(Stdio::from)
+                .unwrap_or(Stdio::null()),
+        )
+        .kill_on_drop(true)
+        .spawn()
+        .expect("cardgate starts");
+    let client = reqwest::Client::new();
+    for _ in 0..300 {
+        if client
+            .get(format!("{base}/readyz"))
+            .send()
+            .await
+            .is_ok_and(|r| r.status() == 200)
+        {
+            return Replica { base, child };
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!("replica on {base} did not become ready (log: {log})");
+}
+
+async fn get(url: String) -> Value {
+    reqwest::get(url).await.unwrap().json().await.unwrap()
+}
+
+/// Gate state per (callee, version) as one replica reports it.
+async fn gates(base: &str) -> HashMap<(String, String), String> {
+    let page = get(format!("{base}/v1/callees?limit=200")).await;
+    let mut out = HashMap::new();
+    for callee in page["items"].as_array().unwrap() {
+        for s in callee["subjects"].as_array().unwrap() {
+            out.insert(
+                (
+                    callee["id"].as_str().unwrap().to_string(),
+                    s["protocol_version"].as_str().unwrap().to_string(),
+                ),
+                s["gate_state"].as_str().unwrap().to_string(),
+            );
+        }
+    }
+    out
+}
+
+async fn all_trusted(base: &str, version: &str, n: usize) -> bool {
+    let g = gates(base).await;
+    g.iter()
+        .filter(|((_, v), gate)| v == version && *gate == "lifecycle-trusted")
+        .count()
+        == n
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_replicas_run_every_job_once_and_lose_none_when_one_dies() {
+    let Some(db) = TestDb::postgres().await else {
+        return;
+    };
+    let DatabaseTarget::Postgres(url) = db.target.clone() else {
+        unreachable!()
+    };
+    const N: usize = 50;
+    let mut agents = Vec::new();
+    for _ in 0..N {
+        agents.push(
+            FakeAgent::start(FakeAgentConfig::default(), Behaviour::Conformant)
+                .await
+                .unwrap(),
+        );
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let log = |name: &str| dir.path().join(name).display().to_string();
+    let a = spawn_replica(&url, &log("a.log")).await;
+    let mut b = spawn_replica(&url, &log("b.log")).await;
+
+    // Register half through each replica; registration queues each 1.0 probe.
+    let client = reqwest::Client::new();
+    for (i, agent) in agents.iter().enumerate() {
+        let base = if i % 2 == 0 { &a.base } else { &b.base };
+        let r = client
+            .post(format!("{base}/v1/callees"))
+            .json(&json!({"card_url": agent.origin()}))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 201, "{}", r.text().await.unwrap());
+    }
+    let mut ready = false;
+    for _ in 0..600 {
+        if all_trusted(&a.base, "1.0", N).await {
+            ready = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    assert!(
+        ready,
+        "not every 1.0 subject was promoted: {:?}",
+        get(format!("{}/v1/status", a.base)).await
+    );
+
+    // Every card starts offering 1.1. Kill replica B while it holds work.
+    for agent in &agents {
+        agent.set_versions(vec!["1.0", "1.1"]);
+    }
+    let b_instance = get(format!("{}/v1/status", b.base)).await["instance"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let mut killed_holding = 0;
+    for _ in 0..300 {
+        let running = get(format!("{}/v1/jobs?status=running&limit=200", a.base)).await;
+        killed_holding = running["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|j| j["lease_owner"] == b_instance.as_str())
+            .count();
+        if killed_holding > 0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    b.child.start_kill().unwrap();
+    let _ = b.child.wait().await;
+    assert!(killed_holding > 0, "replica B never held a job to lose");
+
+    let mut done = false;
+    for _ in 0..900 {
+        if all_trusted(&a.base, "1.1", N).await {
+            done = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    assert!(done, "not every 1.1 subject was promoted after B died");
+    // Let A drain whatever is left (refreshes keep coming every second).
+    tokio::time::sleep(Duration::from_secs(1)).await;
+
+    // Every probe ran once to completion; the ledger holds each event once.
+    let mut appeared: HashMap<String, usize> = HashMap::new();
+    let mut finished: HashMap<(String, String), usize> = HashMap::new();
+    let mut promoted: HashMap<(String, String), usize> = HashMap::new();
+    let mut after = 0;
+    loop {
+        let page = get(format!("{}/v1/ledger?after={after}&limit=200", a.base)).await;
+        let events = page["events"].as_array().unwrap();
+        for e in events {
+            let key = (
+                e["callee_id"].as_str().unwrap().to_string(),
+                e["protocol_version"].as_str().unwrap().to_string(),
+            );
+            match e["kind"].as_str().unwrap() {
+                "version-appeared" if key.1 == "1.1" => {
+                    *appeared.entry(key.0.clone()).or_default() += 1
+                }
+                "probe-finished" => *finished.entry(key).or_default() += 1,
+                "promoted" => *promoted.entry(key).or_default() += 1,
+                _ => {}
+            }
+        }
+        match page["next_after"].as_i64() {
+            Some(n) => after = n,
+            None => break,
+        }
+    }
+    assert_eq!(appeared.len(), N);
+    assert!(
+        appeared.values().all(|n| *n == 1),
+        "version-appeared twice: {appeared:?}"
+    );
+    assert_eq!(finished.len(), 2 * N, "{finished:?}");
+    assert!(
+        finished.values().all(|n| *n == 1),
+        "a probe finished twice: {finished:?}"
+    );
+    assert_eq!(promoted.len(), 2 * N);
+    assert!(
+        promoted.values().all(|n| *n == 1),
+        "promoted twice: {promoted:?}"
+    );
+
+    let runs = db.store.jobs(None, 1000).await.unwrap();
+    assert!(
+        runs.iter().all(|j| j.status.as_str() != "failed"),
+        "no job failed"
+    );
+    let verify = get(format!("{}/v1/ledger/verify", a.base)).await;
+    assert_eq!(verify["ok"], true, "{verify}");
+    drop(a);
+}
