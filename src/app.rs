@@ -63,6 +63,7 @@ pub struct Settings {
     pub database: DatabaseTarget,
     pub pool: PoolSettings,
     pub http: HttpLimits,
+    pub auth: http::auth::AuthSettings,
     pub outbound: OutboundSettings,
     pub discovery: DiscoverySettings,
     pub probe: ProbeSettings,
@@ -78,6 +79,7 @@ impl Settings {
             database,
             pool: PoolSettings::default(),
             http: HttpLimits::default(),
+            auth: http::auth::AuthSettings::default(),
             outbound: OutboundSettings::default(),
             discovery: DiscoverySettings::default(),
             probe: ProbeSettings::default(),
@@ -153,7 +155,7 @@ impl App {
         listener: TcpListener,
         shutdown: impl Future<Output = ()> + Send + 'static,
     ) -> anyhow::Result<()> {
-        let router = http::router(self.state.clone(), &self.settings.http);
+        let router = http::router(self.state.clone(), &self.settings.http, &self.settings.auth)?;
         let addr = listener.local_addr()?;
         tracing::info!(%addr, database = self.state.store.backend(), "cardgate listening on http://{addr}");
         let mut scheduler = schedule::start(self.state.clone(), self.state.ticks.clone()).await?;

@@ -8,6 +8,7 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 use crate::app::Settings;
 use crate::domain::callee::Backoff;
 use crate::http::HttpLimits;
+use crate::http::auth::AuthSettings;
 use crate::remote::{NetworkPolicy, OutboundSettings};
 use crate::service::discovery::DiscoverySettings;
 use crate::service::probe::ProbeSettings;
@@ -53,6 +54,8 @@ pub enum Command {
     /// Discover an agent and run one probe cycle per protocol version, without a database or
     /// server. Exit code 0: every subject would be promoted; 1: not; 2: usage or fetch error.
     Probe(crate::cli::probe::ProbeArgs),
+    /// Manage API keys in the database (create the first admin key here).
+    Keys(crate::cli::keys::KeysArgs),
 }
 
 #[derive(Debug, Clone, Args)]
@@ -105,6 +108,67 @@ pub struct ServeArgs {
 
     #[command(flatten)]
     pub schedule: ScheduleArgs,
+
+    #[command(flatten)]
+    pub access: AccessArgs,
+}
+
+/// Access control.
+#[derive(Clone, Args)]
+pub struct AccessArgs {
+    /// A bootstrap admin credential (at least 32 characters), accepted as
+    /// `Authorization: Bearer <token>`. Never stored. Alternatively create the first admin key
+    /// with `cardgate keys create --role admin --name <name>`.
+    #[arg(long, env = "CARDGATE_ADMIN_TOKEN", hide_env_values = true)]
+    pub admin_token: Option<String>,
+
+    /// Requests per second each key may make on average.
+    #[arg(long, env = "CARDGATE_RATE_LIMIT_PER_SEC", default_value_t = 20.0)]
+    pub rate_limit_per_sec: f64,
+
+    /// Requests a key may burst above the average.
+    #[arg(long, env = "CARDGATE_RATE_LIMIT_BURST", default_value_t = 100.0)]
+    pub rate_limit_burst: f64,
+
+    /// Longest accepted query string, in bytes.
+    #[arg(long, env = "CARDGATE_MAX_QUERY_BYTES", default_value_t = 2048)]
+    pub max_query_bytes: usize,
+}
+
+impl std::fmt::Debug for AccessArgs {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AccessArgs")
+            .field("admin_token", &self.admin_token.as_ref().map(|_| "****"))
+            .finish_non_exhaustive()
+    }
+}
+
+impl AccessArgs {
+    pub fn settings(&self) -> anyhow::Result<AuthSettings> {
+        anyhow::ensure!(
+            self.rate_limit_per_sec > 0.0 && self.rate_limit_burst >= 1.0,
+            "CARDGATE_RATE_LIMIT_PER_SEC must be positive and CARDGATE_RATE_LIMIT_BURST at least 1"
+        );
+        let mut settings = AuthSettings {
+            admin_token_hash: None,
+            rate_per_sec: self.rate_limit_per_sec,
+            burst: self.rate_limit_burst,
+            max_query_bytes: self.max_query_bytes.max(64),
+        };
+        if let Some(token) = self
+            .admin_token
+            .as_deref()
+            .map(str::trim)
+            .filter(|t| !t.is_empty())
+        {
+            anyhow::ensure!(
+                token.len() >= 32,
+                "CARDGATE_ADMIN_TOKEN must be at least 32 characters"
+            );
+            settings = settings.with_admin_token(token);
+        }
+        Ok(settings)
+    }
 }
 
 /// How cardgate reaches agents (cards, key sets, probes, push registration).
@@ -169,6 +233,7 @@ impl ServeArgs {
                 body_bytes: self.max_body_bytes,
                 request_timeout: Duration::from_secs(self.request_timeout_secs.max(1)),
             },
+            auth: self.access.settings()?,
             outbound: self.outbound.outbound()?,
             discovery: self.outbound.discovery(),
             probe: self.probe.settings()?,

@@ -38,6 +38,7 @@ async fn run(command: Command) -> anyhow::Result<ExitCode> {
             println!("migrations applied ({})", store.backend());
         }
         Command::Probe(args) => return Ok(cardgate::cli::probe::run(args).await),
+        Command::Keys(args) => cardgate::cli::keys::run(args).await?,
         Command::Openapi => {
             println!(
                 "{}",

@@ -1,6 +1,7 @@
 //! The pure domain: no I/O, no clocks, no SQL. Everything here takes values and returns values,
 //! with `now` passed in, so every rule of the trust model is unit-testable.
 
+pub mod apikey;
 pub mod callee;
 pub mod capability;
 pub mod card;

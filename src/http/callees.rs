@@ -1,5 +1,6 @@
 //! `/v1/callees`: registering and browsing callees.
 
+use axum::Extension;
 use axum::extract::State;
 use axum::http::StatusCode;
 use chrono::{DateTime, Utc};
@@ -7,6 +8,7 @@ use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
 use uuid::Uuid;
 
+use super::auth::Caller;
 use super::cards::SnapshotSummary;
 use super::error::{ApiError, ErrorBody};
 use super::extract::{Json, Path, Query};
@@ -18,23 +20,24 @@ use crate::domain::probe::{ProbeRun, ProbeScript};
 use crate::service::callees::{self, CalleeDetail, RefreshOutcome, Registration, Revalidate};
 use crate::storage::Subject;
 
-/// Who system-initiated writes are attributed to until API keys identify callers.
-pub const OPERATOR: &str = "operator";
-
 /// Register a callee by its card URL.
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct CreateCallee {
     /// An origin (`https://agent.example`), its well-known card URL, or the legacy
     /// `/.well-known/agent.json` URL.
-    #[schema(example = "https://agent.example")]
+    #[schema(
+        example = "https://agent.example",
+        max_length = 2048,
+        pattern = r"^https?://([A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?\.)*[A-Za-z]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?(:[1-9][0-9]{0,3})?(/[A-Za-z0-9._~-]*)*$"
+    )]
     pub card_url: String,
     /// A label for operators.
+    #[schema(max_length = 200)]
     pub name: Option<String>,
     /// A JWKS to pin for this callee: only these keys will verify its card (its `jku` is then
     /// ignored). Public keys only.
-    #[schema(value_type = Option<Object>)]
-    pub trusted_keys: Option<serde_json::Value>,
+    pub trusted_keys: Option<Jwks>,
     /// What the probe says to this callee; unset fields take neutral defaults.
     pub probe: Option<ProbeScriptBody>,
 }
@@ -44,14 +47,87 @@ pub struct CreateCallee {
 #[serde(deny_unknown_fields)]
 pub struct ProbeScriptBody {
     /// The first message of the lifecycle task.
+    #[schema(min_length = 1, max_length = 2000, pattern = r"\S")]
     pub message: Option<String>,
     /// Texts for `input-required` turns, in order.
-    pub follow_ups: Option<Vec<String>>,
+    #[schema(max_items = 8, inline)]
+    pub follow_ups: Option<Vec<ProbeText>>,
     /// The first message of the push task; it should keep the task open (slow, or asking for
     /// input) long enough for the webhook to be registered. Default: `message`.
+    #[schema(min_length = 1, max_length = 2000, pattern = r"\S")]
     pub push_message: Option<String>,
     /// A task started with this text is canceled, and the cancel is checked.
+    #[schema(min_length = 1, max_length = 2000, pattern = r"\S")]
     pub cancel_message: Option<String>,
+}
+
+/// One probe text.
+#[derive(Debug, Deserialize, ToSchema)]
+#[schema(min_length = 1, max_length = 2000, pattern = r"\S")]
+#[serde(transparent)]
+pub struct ProbeText(pub String);
+
+/// A JWKS of public signing keys.
+#[derive(Debug, Deserialize, Serialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Jwks {
+    #[schema(max_items = 20)]
+    pub keys: Vec<PublicJwk>,
+}
+
+/// A public key. Private parameters (`d`, `p`, `q`, …) and symmetric keys are not accepted.
+#[derive(Debug, Deserialize, Serialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct PublicJwk {
+    pub kty: KeyType,
+    #[schema(min_length = 1, max_length = 100)]
+    pub kid: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub crv: Option<String>,
+    #[schema(
+        pattern = r"^(?:[A-Za-z0-9_-]{4})*(?:[A-Za-z0-9_-][AQgw]|[A-Za-z0-9_-]{2}[AEIMQUYcgkosw048])?$",
+        min_length = 2
+    )]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub x: Option<String>,
+    #[schema(
+        pattern = r"^(?:[A-Za-z0-9_-]{4})*(?:[A-Za-z0-9_-][AQgw]|[A-Za-z0-9_-]{2}[AEIMQUYcgkosw048])?$",
+        min_length = 2
+    )]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub y: Option<String>,
+    #[schema(
+        pattern = r"^(?:[A-Za-z0-9_-]{4})*(?:[A-Za-z0-9_-][AQgw]|[A-Za-z0-9_-]{2}[AEIMQUYcgkosw048])?$",
+        min_length = 2
+    )]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub n: Option<String>,
+    #[schema(
+        pattern = r"^(?:[A-Za-z0-9_-]{4})*(?:[A-Za-z0-9_-][AQgw]|[A-Za-z0-9_-]{2}[AEIMQUYcgkosw048])?$",
+        min_length = 2
+    )]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub e: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub alg: Option<String>,
+    #[serde(rename = "use", skip_serializing_if = "Option::is_none")]
+    pub key_use: Option<String>,
+}
+
+#[derive(Debug, Clone, Copy, Deserialize, Serialize, ToSchema)]
+pub enum KeyType {
+    #[serde(rename = "EC")]
+    Ec,
+    #[serde(rename = "OKP")]
+    Okp,
+    #[serde(rename = "RSA")]
+    Rsa,
+}
+
+impl Jwks {
+    fn into_value(self) -> Result<serde_json::Value, ApiError> {
+        serde_json::to_value(self).map_err(|e| ApiError::Internal(e.into()))
+    }
 }
 
 impl From<ProbeScriptBody> for ProbeScript {
@@ -59,7 +135,9 @@ impl From<ProbeScriptBody> for ProbeScript {
         let defaults = ProbeScript::default();
         ProbeScript {
             message: b.message.unwrap_or(defaults.message),
-            follow_ups: b.follow_ups.unwrap_or(defaults.follow_ups),
+            follow_ups: b.follow_ups.map_or(defaults.follow_ups, |f| {
+                f.into_iter().map(|t| t.0).collect()
+            }),
             push_message: b.push_message,
             cancel_message: b.cancel_message,
         }
@@ -71,8 +149,7 @@ impl From<ProbeScriptBody> for ProbeScript {
 #[serde(deny_unknown_fields)]
 pub struct TrustedKeys {
     /// A JWKS (`{"keys":[…]}`) of public keys, or `null`.
-    #[schema(value_type = Option<Object>)]
-    pub trusted_keys: Option<serde_json::Value>,
+    pub trusted_keys: Option<Jwks>,
 }
 
 #[derive(Debug, Serialize, ToSchema)]
@@ -156,6 +233,7 @@ pub struct CalleePage {
 #[serde(deny_unknown_fields)]
 pub struct PageQuery {
     /// Page size, 1 to 200 (default 50).
+    #[param(minimum = 1, maximum = 200)]
     pub limit: Option<u32>,
     /// Cursor: the `next_after` of the previous page.
     pub after: Option<Uuid>,
@@ -226,8 +304,11 @@ impl From<CalleeDetail> for CalleeView {
 /// On success its subjects (one per `Major.Minor` the card offers) start `card-trusted`. When
 /// the card cannot be fetched, parsed or verified the answer is 422 with the precise reason,
 /// and nothing is stored.
-#[utoipa::path(post, path = "/v1/callees", tag = "callees", request_body = CreateCallee,
+#[utoipa::path(post, path = "/v1/callees", tag = "callees",
+    security(("bearer" = ["admin"])), request_body = CreateCallee,
     responses(
+        (status = 401, description = "No valid API key", body = ErrorBody),
+        (status = 403, description = "The key's role is not enough", body = ErrorBody),
         (status = 201, description = "Registered", body = CalleeView),
         (status = 400, description = "Malformed body, card URL or trusted_keys", body = ErrorBody),
         (status = 409, description = "The card URL is already registered", body = ErrorBody),
@@ -235,21 +316,25 @@ impl From<CalleeDetail> for CalleeView {
     ))]
 pub async fn create_callee(
     State(app): State<AppState>,
+    Extension(caller): Extension<Caller>,
     Json(body): Json<CreateCallee>,
 ) -> Result<(StatusCode, Json<CalleeView>), ApiError> {
     let registration = Registration {
         card_url: body.card_url,
         name: body.name,
-        trusted_keys: body.trusted_keys,
+        trusted_keys: body.trusted_keys.map(Jwks::into_value).transpose()?,
         probe: body.probe.map(Into::into),
     };
-    let detail = callees::register(&app, registration, OPERATOR).await?;
+    let detail = callees::register(&app, registration, &caller.actor()).await?;
     Ok((StatusCode::CREATED, Json(detail.into())))
 }
 
 /// List callees in registration order.
-#[utoipa::path(get, path = "/v1/callees", tag = "callees", params(PageQuery),
+#[utoipa::path(get, path = "/v1/callees", tag = "callees",
+    security(("bearer" = ["reader"])), params(PageQuery),
     responses(
+        (status = 401, description = "No valid API key", body = ErrorBody),
+        (status = 403, description = "The key's role is not enough", body = ErrorBody),
         (status = 200, description = "A page of callees", body = CalleePage),
         (status = 400, description = "Bad paging parameters", body = ErrorBody),
     ))]
@@ -270,8 +355,11 @@ pub async fn list_callees(
 
 /// One callee with its subjects.
 #[utoipa::path(get, path = "/v1/callees/{id}", tag = "callees",
+    security(("bearer" = ["reader"])),
     params(("id" = Uuid, Path, description = "Callee id")),
     responses(
+        (status = 401, description = "No valid API key", body = ErrorBody),
+        (status = 403, description = "The key's role is not enough", body = ErrorBody),
         (status = 200, description = "The callee", body = CalleeView),
         (status = 400, description = "Malformed id", body = ErrorBody),
         (status = 404, description = "No such callee", body = ErrorBody),
@@ -290,17 +378,22 @@ pub async fn get_callee(
 /// subject. A version gone: `version-withdrawn`. A card that no longer verifies (or cannot be
 /// fetched): `card-untrusted`, and callers are told `untrusted`.
 #[utoipa::path(post, path = "/v1/callees/{id}/refresh", tag = "callees",
+    security(("bearer" = ["admin"])),
     params(("id" = Uuid, Path, description = "Callee id")),
     responses(
+        (status = 401, description = "No valid API key", body = ErrorBody),
+        (status = 403, description = "The key's role is not enough", body = ErrorBody),
         (status = 200, description = "What the refresh found", body = RefreshView),
         (status = 400, description = "Malformed id", body = ErrorBody),
         (status = 404, description = "No such callee", body = ErrorBody),
     ))]
 pub async fn refresh_callee(
     State(app): State<AppState>,
+    Extension(caller): Extension<Caller>,
     Path(id): Path<Uuid>,
 ) -> Result<Json<RefreshView>, ApiError> {
-    let outcome = callees::refresh(&app, CalleeId(id), Revalidate::IfChanged, OPERATOR).await?;
+    let outcome =
+        callees::refresh(&app, CalleeId(id), Revalidate::IfChanged, &caller.actor()).await?;
     Ok(Json(outcome.into()))
 }
 
@@ -316,19 +409,28 @@ impl From<RefreshOutcome> for RefreshView {
 }
 
 /// Replace the callee's pinned keys (`null` clears them), and judge the card afresh with them.
-#[utoipa::path(put, path = "/v1/callees/{id}/trusted-keys", tag = "callees", request_body = TrustedKeys,
+#[utoipa::path(put, path = "/v1/callees/{id}/trusted-keys", tag = "callees",
+    security(("bearer" = ["admin"])), request_body = TrustedKeys,
     params(("id" = Uuid, Path, description = "Callee id")),
     responses(
+        (status = 401, description = "No valid API key", body = ErrorBody),
+        (status = 403, description = "The key's role is not enough", body = ErrorBody),
         (status = 200, description = "The card judged with the new keys", body = RefreshView),
         (status = 400, description = "Malformed id or JWKS", body = ErrorBody),
         (status = 404, description = "No such callee", body = ErrorBody),
     ))]
 pub async fn put_trusted_keys(
     State(app): State<AppState>,
+    Extension(caller): Extension<Caller>,
     Path(id): Path<Uuid>,
     Json(body): Json<TrustedKeys>,
 ) -> Result<Json<RefreshView>, ApiError> {
-    let outcome =
-        callees::set_trusted_keys(&app, CalleeId(id), body.trusted_keys, OPERATOR).await?;
+    let outcome = callees::set_trusted_keys(
+        &app,
+        CalleeId(id),
+        body.trusted_keys.map(Jwks::into_value).transpose()?,
+        &caller.actor(),
+    )
+    .await?;
     Ok(Json(outcome.into()))
 }

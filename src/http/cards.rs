@@ -125,6 +125,7 @@ pub struct SnapshotPage {
 #[serde(deny_unknown_fields)]
 pub struct SnapshotQuery {
     /// Page size, 1 to 200 (default 50).
+    #[param(minimum = 1, maximum = 200)]
     pub limit: Option<u32>,
     /// Cursor: the `next_before` of the previous page.
     pub before: Option<Uuid>,
@@ -246,8 +247,11 @@ pub fn card_origin(url: &str) -> String {
 
 /// The callee's card snapshots, newest first.
 #[utoipa::path(get, path = "/v1/callees/{id}/cards", tag = "callees",
+    security(("bearer" = ["reader"])),
     params(("id" = Uuid, Path, description = "Callee id"), SnapshotQuery),
     responses(
+        (status = 401, description = "No valid API key", body = ErrorBody),
+        (status = 403, description = "The key's role is not enough", body = ErrorBody),
         (status = 200, description = "Snapshots, newest first", body = SnapshotPage),
         (status = 400, description = "Bad parameters", body = ErrorBody),
         (status = 404, description = "No such callee", body = ErrorBody),
@@ -278,8 +282,11 @@ pub async fn list_cards(
 
 /// One snapshot with its raw card.
 #[utoipa::path(get, path = "/v1/callees/{id}/cards/{snapshot_id}", tag = "callees",
+    security(("bearer" = ["reader"])),
     params(("id" = Uuid, Path, description = "Callee id"), ("snapshot_id" = Uuid, Path, description = "Snapshot id")),
     responses(
+        (status = 401, description = "No valid API key", body = ErrorBody),
+        (status = 403, description = "The key's role is not enough", body = ErrorBody),
         (status = 200, description = "The snapshot", body = SnapshotView),
         (status = 400, description = "Malformed id", body = ErrorBody),
         (status = 404, description = "No such callee or snapshot", body = ErrorBody),

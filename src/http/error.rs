@@ -6,7 +6,7 @@
 
 use axum::Json;
 use axum::http::StatusCode;
-use axum::http::header::{HeaderValue, RETRY_AFTER};
+use axum::http::header::{HeaderValue, RETRY_AFTER, WWW_AUTHENTICATE};
 use axum::response::{IntoResponse, Response};
 use serde::Serialize;
 use utoipa::ToSchema;
@@ -33,6 +33,12 @@ pub enum ApiError {
     /// Malformed input: body, query or path. `code` says which kind.
     #[error("{message}")]
     BadRequest { code: &'static str, message: String },
+    #[error("{0}")]
+    Unauthorized(String),
+    #[error("{0}")]
+    Forbidden(String),
+    #[error("{0}")]
+    UriTooLong(String),
     #[error("{0}")]
     NotFound(String),
     #[error("{0}")]
@@ -68,6 +74,9 @@ impl ApiError {
     fn status(&self) -> StatusCode {
         match self {
             Self::BadRequest { .. } => StatusCode::BAD_REQUEST,
+            Self::Unauthorized(_) => StatusCode::UNAUTHORIZED,
+            Self::Forbidden(_) => StatusCode::FORBIDDEN,
+            Self::UriTooLong(_) => StatusCode::URI_TOO_LONG,
             Self::NotFound(_) => StatusCode::NOT_FOUND,
             Self::MethodNotAllowed(_) => StatusCode::METHOD_NOT_ALLOWED,
             Self::Conflict(_) => StatusCode::CONFLICT,
@@ -83,6 +92,9 @@ impl ApiError {
     fn code(&self) -> &'static str {
         match self {
             Self::BadRequest { code, .. } => code,
+            Self::Unauthorized(_) => "unauthorized",
+            Self::Forbidden(_) => "forbidden",
+            Self::UriTooLong(_) => "uri_too_long",
             Self::NotFound(_) => "not_found",
             Self::MethodNotAllowed(_) => "method_not_allowed",
             Self::Conflict(_) => "conflict",
@@ -114,10 +126,18 @@ impl IntoResponse for ApiError {
             },
         };
         let mut response = (status, Json(body)).into_response();
-        if let Self::TooManyRequests { retry_after_secs } = self {
-            response
-                .headers_mut()
-                .insert(RETRY_AFTER, HeaderValue::from(retry_after_secs));
+        match self {
+            Self::TooManyRequests { retry_after_secs } => {
+                response
+                    .headers_mut()
+                    .insert(RETRY_AFTER, HeaderValue::from(retry_after_secs));
+            }
+            Self::Unauthorized(_) => {
+                response
+                    .headers_mut()
+                    .insert(WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+            }
+            _ => {}
         }
         response
     }

@@ -28,6 +28,7 @@ pub struct Readiness {
 
 /// The process is up.
 #[utoipa::path(get, path = "/healthz", tag = "health",
+    security(()),
     responses((status = 200, description = "Alive", body = Health)))]
 pub async fn healthz() -> Json<Health> {
     Json(Health {
@@ -37,6 +38,7 @@ pub async fn healthz() -> Json<Health> {
 
 /// The database answers.
 #[utoipa::path(get, path = "/readyz", tag = "health",
+    security(()),
     responses(
         (status = 200, description = "Ready", body = Readiness),
         (status = 503, description = "The database does not answer", body = ErrorBody),

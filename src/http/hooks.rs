@@ -12,6 +12,7 @@ use crate::service::probe;
 
 /// Receive a push notification for a running probe.
 #[utoipa::path(post, path = "/v1/hooks/push/{token}", tag = "probes",
+    security(()),
     params(("token" = String, Path, description = "The probe run's webhook token")),
     request_body(content = Object, description = "An A2A StreamResponse (v1.0) or Task (v0.3)", content_type = "application/json"),
     responses(

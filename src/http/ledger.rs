@@ -21,8 +21,10 @@ pub struct LedgerQuery {
     /// Only events about this callee.
     pub callee_id: Option<Uuid>,
     /// Only events with a greater sequence number (default 0: from the start).
+    #[param(minimum = 0)]
     pub after: Option<i64>,
     /// Page size, 1 to 200 (default 50).
+    #[param(minimum = 1, maximum = 200)]
     pub limit: Option<u32>,
 }
 
@@ -102,8 +104,11 @@ impl From<VerifyReport> for VerifyView {
 }
 
 /// Ledger events in sequence order.
-#[utoipa::path(get, path = "/v1/ledger", tag = "ledger", params(LedgerQuery),
+#[utoipa::path(get, path = "/v1/ledger", tag = "ledger",
+    security(("bearer" = ["reader"])), params(LedgerQuery),
     responses(
+        (status = 401, description = "No valid API key", body = ErrorBody),
+        (status = 403, description = "The key's role is not enough", body = ErrorBody),
         (status = 200, description = "A page of events", body = LedgerPage),
         (status = 400, description = "Bad parameters", body = ErrorBody),
     ))]
@@ -134,7 +139,10 @@ pub async fn list_ledger(
 
 /// Walk the whole hash chain and report the first broken link, if any.
 #[utoipa::path(get, path = "/v1/ledger/verify", tag = "ledger",
-    responses((status = 200, description = "The verification report", body = VerifyView)))]
+    security(("bearer" = ["reader"])),
+    responses(
+        (status = 401, description = "No valid API key", body = ErrorBody),
+        (status = 403, description = "The key's role is not enough", body = ErrorBody),(status = 200, description = "The verification report", body = VerifyView)))]
 pub async fn verify_ledger(State(app): State<AppState>) -> Result<Json<VerifyView>, ApiError> {
     Ok(Json(ledger::verify(&app.store).await?.into()))
 }

@@ -20,12 +20,14 @@ use utoipa_swagger_ui::SwaggerUi;
 
 use crate::app::AppState;
 
+pub mod auth;
 pub mod callees;
 pub mod cards;
 pub mod error;
 pub mod extract;
 pub mod health;
 pub mod hooks;
+pub mod keys;
 pub mod ledger;
 pub mod probes;
 pub mod reports;
@@ -51,10 +53,104 @@ use error::ApiError;
         (name = "reports", description = "Callers' violation reports"),
         (name = "operations", description = "The work queue and the scheduler"),
         (name = "ledger", description = "The append-only, hash-chained ledger"),
+        (name = "keys", description = "API keys (admin)"),
         (name = "health", description = "Liveness and readiness"),
-    )
+    ),
+    modifiers(&BearerScheme)
 )]
 struct ApiDoc;
+
+/// Declares the bearer API-key scheme that operations' `security` refers to. In OpenAPI 3.1 a
+/// requirement's list names the role the operation needs.
+struct BearerScheme;
+
+impl utoipa::Modify for BearerScheme {
+    fn modify(&self, doc: &mut utoipa::openapi::OpenApi) {
+        use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
+        let scheme = HttpBuilder::new()
+            .scheme(HttpAuthScheme::Bearer)
+            .description(Some(
+                "An API key: `Authorization: Bearer <key>`. Roles: reader (read decisions, callees, \
+                 ledger), reporter (also submit reports), admin (also manage callees, probes, jobs, keys). \
+                 Each operation names the least role it needs.",
+            ))
+            .build();
+        doc.components
+            .get_or_insert_with(Default::default)
+            .add_security_scheme(auth::BEARER, SecurityScheme::Http(scheme));
+    }
+}
+
+/// Documents the error statuses every operation can answer, whatever its handler does: the
+/// layers' limits (413, 414, 415, 429, 503 on timeout), authentication (401, 403) and the
+/// generic 500. A client (or a schema-driven fuzzer) then meets no undocumented status.
+struct CommonResponses;
+
+impl utoipa::Modify for CommonResponses {
+    fn modify(&self, doc: &mut utoipa::openapi::OpenApi) {
+        use utoipa::openapi::{ContentBuilder, Ref, ResponseBuilder};
+        let error = |description: &str| {
+            ResponseBuilder::new()
+                .description(description)
+                .content(
+                    "application/json",
+                    ContentBuilder::new()
+                        .schema(Some(Ref::from_schema_name("ErrorBody")))
+                        .build(),
+                )
+                .build()
+        };
+        for item in doc.paths.paths.values_mut() {
+            let ops = [
+                &mut item.get,
+                &mut item.post,
+                &mut item.put,
+                &mut item.delete,
+                &mut item.patch,
+            ];
+            for op in ops.into_iter().flatten() {
+                let secured = op.security.as_ref().is_some_and(|s| {
+                    serde_json::to_value(s).is_ok_and(|v| {
+                        v.get(0)
+                            .and_then(|r| r.as_object())
+                            .is_some_and(|o| !o.is_empty())
+                    })
+                });
+                let mut add = vec![
+                    ("414", "The query string is too long"),
+                    ("500", "Internal error; the cause is logged, not returned"),
+                    (
+                        "503",
+                        "The request timed out, or the database does not answer",
+                    ),
+                ];
+                if secured {
+                    add.extend([
+                        ("401", "No valid API key"),
+                        ("403", "The key's role is not enough"),
+                        ("429", "Rate limit exceeded; see Retry-After"),
+                    ]);
+                }
+                if op.request_body.is_some() {
+                    add.extend([
+                        ("400", "Malformed body"),
+                        ("413", "The body is too large"),
+                        ("415", "The body is not JSON"),
+                    ]);
+                }
+                if op.parameters.as_ref().is_some_and(|p| !p.is_empty()) {
+                    add.push(("400", "Malformed parameter"));
+                }
+                for (code, description) in add {
+                    op.responses
+                        .responses
+                        .entry(code.to_string())
+                        .or_insert_with(|| error(description).into());
+                }
+            }
+        }
+    }
+}
 
 /// Every documented route, with its OpenAPI operation.
 fn api() -> OpenApiRouter<AppState> {
@@ -76,11 +172,22 @@ fn api() -> OpenApiRouter<AppState> {
         .routes(routes!(ledger::verify_ledger))
         .routes(routes!(health::healthz))
         .routes(routes!(health::readyz))
+        .routes(routes!(keys::create_key, keys::list_keys))
+        .routes(routes!(keys::revoke_key))
 }
 
 /// The OpenAPI document the service serves at `/openapi.json`.
 pub fn openapi() -> utoipa::openapi::OpenApi {
-    api().into_openapi()
+    documented().1
+}
+
+/// The routes and their finished document. Conventions that span every operation are applied
+/// here, after the routes have added their paths.
+fn documented() -> (Router<AppState>, utoipa::openapi::OpenApi) {
+    use utoipa::Modify;
+    let (router, mut doc) = api().split_for_parts();
+    CommonResponses.modify(&mut doc);
+    (router, doc)
 }
 
 /// Limits applied to every request.
@@ -100,9 +207,22 @@ impl Default for HttpLimits {
 }
 
 /// The whole HTTP application.
-pub fn router(state: AppState, limits: &HttpLimits) -> Router {
-    let (api, spec) = api().split_for_parts();
-    api.merge(SwaggerUi::new("/docs").url("/openapi.json", spec))
+pub fn router(
+    state: AppState,
+    limits: &HttpLimits,
+    auth: &auth::AuthSettings,
+) -> anyhow::Result<Router> {
+    let (api, spec) = documented();
+    let guard = std::sync::Arc::new(auth::Guard {
+        table: auth::AccessTable::from_openapi(&spec).map_err(|e| anyhow::anyhow!(e))?,
+        settings: auth.clone(),
+        limiter: auth::RateLimiter::default(),
+        store: state.store.clone(),
+    });
+    // A route layer runs after routing, so it sees the matched path template.
+    let api = api.route_layer(axum::middleware::from_fn_with_state(guard, auth::authorize));
+    Ok(api
+        .merge(SwaggerUi::new("/docs").url("/openapi.json", spec))
         .fallback(|| async { ApiError::NotFound("no such route".into()) })
         .method_not_allowed_fallback(|| async {
             ApiError::MethodNotAllowed("this route does not accept that method".into())
@@ -114,9 +234,9 @@ pub fn router(state: AppState, limits: &HttpLimits) -> Router {
             ApiError::Internal(anyhow::anyhow!("a request handler panicked")).into_response()
         }))
         .layer(TraceLayer::new_for_http().make_span_with(|req: &Request<Body>| {
-            tracing::info_span!("http", method = %req.method(), path = %req.uri().path())
+            tracing::info_span!("http", method = %req.method(), path = %auth::loggable_path(req.uri().path()))
         }))
-        .with_state(state)
+        .with_state(state))
 }
 
 /// Gives error responses produced outside our handlers (layers, Swagger UI) the JSON

@@ -2,6 +2,7 @@
 
 use std::collections::BTreeMap;
 
+use axum::Extension;
 use axum::extract::State;
 use axum::http::StatusCode;
 use chrono::{DateTime, Utc};
@@ -9,7 +10,8 @@ use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
 use uuid::Uuid;
 
-use super::callees::{OPERATOR, page_size};
+use super::auth::Caller;
+use super::callees::page_size;
 use super::error::{ApiError, ErrorBody};
 use super::extract::{Json, Path, Query};
 use super::ledger::EventView;
@@ -24,7 +26,7 @@ use crate::service::probe;
 #[serde(deny_unknown_fields)]
 pub struct ProbeRequest {
     /// The subject's `Major.Minor`; required when the callee offers several.
-    #[schema(example = "1.0")]
+    #[schema(example = "1.0", pattern = r"^[0-9]{1,4}\.[0-9]{1,4}$")]
     pub protocol_version: Option<String>,
 }
 
@@ -133,6 +135,7 @@ pub struct ProbeRunPage {
 #[serde(deny_unknown_fields)]
 pub struct ProbeQuery {
     /// Page size, 1 to 200 (default 50).
+    #[param(minimum = 1, maximum = 200)]
     pub limit: Option<u32>,
     /// Cursor: the `next_before` of the previous page.
     pub before: Option<Uuid>,
@@ -211,9 +214,12 @@ impl From<&CapabilityOutcome> for CapabilityView {
 }
 
 /// Queue a probe cycle of one subject. One probe per subject runs at a time.
-#[utoipa::path(post, path = "/v1/callees/{id}/probes", tag = "probes", request_body = ProbeRequest,
+#[utoipa::path(post, path = "/v1/callees/{id}/probes", tag = "probes",
+    security(("bearer" = ["admin"])), request_body = ProbeRequest,
     params(("id" = Uuid, Path, description = "Callee id")),
     responses(
+        (status = 401, description = "No valid API key", body = ErrorBody),
+        (status = 403, description = "The key's role is not enough", body = ErrorBody),
         (status = 202, description = "Queued; poll GET /v1/probes/{id}", body = ProbeRunSummary),
         (status = 400, description = "Malformed body, or a version is needed", body = ErrorBody),
         (status = 404, description = "No such callee", body = ErrorBody),
@@ -221,6 +227,7 @@ impl From<&CapabilityOutcome> for CapabilityView {
     ))]
 pub async fn create_probe(
     State(app): State<AppState>,
+    Extension(caller): Extension<Caller>,
     Path(id): Path<Uuid>,
     Json(body): Json<ProbeRequest>,
 ) -> Result<(StatusCode, Json<ProbeRunSummary>), ApiError> {
@@ -236,7 +243,7 @@ pub async fn create_probe(
         CalleeId(id),
         version,
         "operator",
-        OPERATOR,
+        &caller.actor(),
         app.now(),
     )
     .await?;
@@ -246,8 +253,11 @@ pub async fn create_probe(
 
 /// A callee's probe runs, newest first.
 #[utoipa::path(get, path = "/v1/callees/{id}/probes", tag = "probes",
+    security(("bearer" = ["reader"])),
     params(("id" = Uuid, Path, description = "Callee id"), ProbeQuery),
     responses(
+        (status = 401, description = "No valid API key", body = ErrorBody),
+        (status = 403, description = "The key's role is not enough", body = ErrorBody),
         (status = 200, description = "Probe runs", body = ProbeRunPage),
         (status = 400, description = "Bad parameters", body = ErrorBody),
         (status = 404, description = "No such callee", body = ErrorBody),
@@ -279,8 +289,11 @@ pub async fn list_probes(
 /// One probe run: status, transitions, capability results, findings, verdict, the ledger
 /// events it caused, and every exchange.
 #[utoipa::path(get, path = "/v1/probes/{id}", tag = "probes",
+    security(("bearer" = ["reader"])),
     params(("id" = Uuid, Path, description = "Probe run id")),
     responses(
+        (status = 401, description = "No valid API key", body = ErrorBody),
+        (status = 403, description = "The key's role is not enough", body = ErrorBody),
         (status = 200, description = "The probe run", body = ProbeRunView),
         (status = 400, description = "Malformed id", body = ErrorBody),
         (status = 404, description = "No such probe run", body = ErrorBody),

@@ -1,5 +1,6 @@
 //! `/v1/callees/{id}/reports`: callers report lifecycle violations with their evidence.
 
+use axum::Extension;
 use axum::extract::State;
 use axum::http::StatusCode;
 use chrono::{DateTime, Utc};
@@ -7,7 +8,8 @@ use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
 use uuid::Uuid;
 
-use super::callees::{OPERATOR, page_size};
+use super::auth::Caller;
+use super::callees::page_size;
 use super::error::{ApiError, ErrorBody};
 use super::extract::{Json, Path, Query};
 use crate::app::AppState;
@@ -20,14 +22,30 @@ use crate::storage::Report;
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct CreateReport {
-    #[schema(example = "1.0")]
+    #[schema(example = "1.0", pattern = r"^[0-9]{1,4}\.[0-9]{1,4}$")]
     pub protocol_version: String,
     pub trigger: TriggerView,
     /// For the status triggers: `{"observed": [A2A task / status-update / TaskStatus objects, in
     /// the order seen]}`. For `push-registration-failed`: `{"attempts": [{"http_status": 500},
     /// {"jsonrpc_error": {"code": -32603, "message": "…"}}]}`.
-    #[schema(value_type = Object)]
-    pub evidence: serde_json::Value,
+    pub evidence: EvidenceBody,
+}
+
+/// What the caller observed: status objects for the status triggers, registration outcomes for
+/// `push-registration-failed`.
+#[derive(Debug, Deserialize, Serialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct EvidenceBody {
+    /// A2A task, status-update (v1.0 or v0.3 shape) or bare `TaskStatus` objects, in the order
+    /// seen.
+    #[schema(value_type = Option<Vec<Object>>, min_items = 1, max_items = 200)]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub observed: Option<Vec<serde_json::Value>>,
+    /// One object per registration attempt: `{"http_status": 500}` or
+    /// `{"jsonrpc_error": {"code": -32603, "message": "…"}}`.
+    #[schema(value_type = Option<Vec<Object>>, min_items = 1, max_items = 200)]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub attempts: Option<Vec<serde_json::Value>>,
 }
 
 #[derive(Debug, Clone, Copy, Deserialize, Serialize, ToSchema)]
@@ -97,6 +115,7 @@ pub struct ReportPage {
 #[serde(deny_unknown_fields)]
 pub struct ReportQuery {
     /// Page size, 1 to 200 (default 50).
+    #[param(minimum = 1, maximum = 200)]
     pub limit: Option<u32>,
     /// Cursor: the `next_before` of the previous page.
     pub before: Option<Uuid>,
@@ -107,27 +126,33 @@ pub struct ReportQuery {
 /// The evidence is checked; if it shows the violation the report is recorded with its reporter
 /// and a `lifecycle-trusted` subject is demoted (a `card-trusted` one is recorded without a
 /// gate move). Evidence that does not show the violation is refused with the reason.
-#[utoipa::path(post, path = "/v1/callees/{id}/reports", tag = "reports", request_body = CreateReport,
+#[utoipa::path(post, path = "/v1/callees/{id}/reports", tag = "reports",
+    security(("bearer" = ["reporter"])), request_body = CreateReport,
     params(("id" = Uuid, Path, description = "Callee id")),
     responses(
+        (status = 401, description = "No valid API key", body = ErrorBody),
+        (status = 403, description = "The key's role is not enough", body = ErrorBody),
         (status = 201, description = "Recorded", body = ReportView),
         (status = 400, description = "Malformed report, or evidence that does not show the violation", body = ErrorBody),
         (status = 404, description = "No such callee or subject", body = ErrorBody),
     ))]
 pub async fn create_report(
     State(app): State<AppState>,
+    Extension(caller): Extension<Caller>,
     Path(id): Path<Uuid>,
     Json(body): Json<CreateReport>,
 ) -> Result<(StatusCode, Json<ReportView>), ApiError> {
     let version = ProtocolVersion::parse_exact(&body.protocol_version)
         .map_err(|e| ApiError::invalid(format!("protocol_version: {e}")))?;
+    let evidence =
+        serde_json::to_value(&body.evidence).map_err(|e| ApiError::Internal(e.into()))?;
     let report = reports::submit(
         &app.store,
         CalleeId(id),
         version,
         body.trigger.into(),
-        body.evidence,
-        OPERATOR,
+        evidence,
+        &caller.actor(),
         app.now(),
     )
     .await?;
@@ -136,8 +161,11 @@ pub async fn create_report(
 
 /// A callee's reports, newest first.
 #[utoipa::path(get, path = "/v1/callees/{id}/reports", tag = "reports",
+    security(("bearer" = ["reader"])),
     params(("id" = Uuid, Path, description = "Callee id"), ReportQuery),
     responses(
+        (status = 401, description = "No valid API key", body = ErrorBody),
+        (status = 403, description = "The key's role is not enough", body = ErrorBody),
         (status = 200, description = "Reports", body = ReportPage),
         (status = 400, description = "Bad parameters", body = ErrorBody),
         (status = 404, description = "No such callee", body = ErrorBody),

@@ -66,10 +66,32 @@ pub struct JobPage {
 #[into_params(parameter_in = Query)]
 #[serde(deny_unknown_fields)]
 pub struct JobQuery {
-    /// `queued`, `running`, `done` or `failed`.
-    pub status: Option<String>,
+    #[param(inline)]
+    pub status: Option<JobStatusView>,
     /// Page size, 1 to 200 (default 50).
+    #[param(minimum = 1, maximum = 200)]
     pub limit: Option<u32>,
+}
+
+/// Only jobs in this state.
+#[derive(Debug, Clone, Copy, Deserialize, ToSchema)]
+#[serde(rename_all = "kebab-case")]
+pub enum JobStatusView {
+    Queued,
+    Running,
+    Done,
+    Failed,
+}
+
+impl From<JobStatusView> for JobStatus {
+    fn from(s: JobStatusView) -> Self {
+        match s {
+            JobStatusView::Queued => JobStatus::Queued,
+            JobStatusView::Running => JobStatus::Running,
+            JobStatusView::Done => JobStatus::Done,
+            JobStatusView::Failed => JobStatus::Failed,
+        }
+    }
 }
 
 #[derive(Debug, Serialize, ToSchema)]
@@ -117,8 +139,11 @@ fn sweep(schedule: &str, tick: Option<Tick>) -> SweepView {
 }
 
 /// Jobs of the work queue, newest first.
-#[utoipa::path(get, path = "/v1/jobs", tag = "operations", params(JobQuery),
+#[utoipa::path(get, path = "/v1/jobs", tag = "operations",
+    security(("bearer" = ["admin"])), params(JobQuery),
     responses(
+        (status = 401, description = "No valid API key", body = ErrorBody),
+        (status = 403, description = "The key's role is not enough", body = ErrorBody),
         (status = 200, description = "Jobs", body = JobPage),
         (status = 400, description = "Bad parameters", body = ErrorBody),
     ))]
@@ -127,18 +152,7 @@ pub async fn list_jobs(
     Query(q): Query<JobQuery>,
 ) -> Result<Json<JobPage>, ApiError> {
     let limit = page_size(q.limit)?;
-    let status = q
-        .status
-        .as_deref()
-        .map(|s| {
-            JobStatus::parse(s).ok_or_else(|| {
-                ApiError::bad_request(
-                    "invalid_query",
-                    format!("status must be queued, running, done or failed, not `{s}`"),
-                )
-            })
-        })
-        .transpose()?;
+    let status = q.status.map(JobStatus::from);
     let jobs = app.store.jobs(status, limit).await?;
     Ok(Json(JobPage {
         items: jobs.into_iter().map(Into::into).collect(),
@@ -147,7 +161,10 @@ pub async fn list_jobs(
 
 /// The scheduler's last ticks in this process and the queue's lag.
 #[utoipa::path(get, path = "/v1/status", tag = "operations",
-    responses((status = 200, description = "Status", body = StatusView)))]
+    security(("bearer" = ["reader"])),
+    responses(
+        (status = 401, description = "No valid API key", body = ErrorBody),
+        (status = 403, description = "The key's role is not enough", body = ErrorBody),(status = 200, description = "Status", body = StatusView)))]
 pub async fn get_status(State(app): State<AppState>) -> Result<Json<StatusView>, ApiError> {
     Ok(Json(status(&app).await?))
 }

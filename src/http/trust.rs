@@ -22,14 +22,20 @@ use crate::service::trust;
 #[serde(deny_unknown_fields)]
 pub struct TrustQuery {
     /// The callee asked about.
+    #[param(required = true, format = Uuid)]
     pub callee_id: Option<String>,
     /// The A2A version the caller implements, exactly `Major.Minor` (e.g. `1.0`).
+    #[param(required = true, pattern = r"^[0-9]{1,4}\.[0-9]{1,4}$")]
     pub caller_version: Option<String>,
     /// `timestamp` (default) if the caller deduplicates terminal events by
     /// `status.timestamp`, `none` if not.
+    #[param(pattern = "^(timestamp|none)$")]
     pub dedup: Option<String>,
     /// Comma-separated optional capabilities the caller depends on:
     /// `streaming`, `pushNotifications`, `stateTransitionHistory`.
+    #[param(
+        pattern = "^((streaming|pushNotifications|stateTransitionHistory)(,(streaming|pushNotifications|stateTransitionHistory))*)?$"
+    )]
     pub requires: Option<String>,
 }
 
@@ -164,8 +170,11 @@ fn view(callee_id: CalleeId, posture: &Posture, d: Decision) -> DecisionView {
 /// May this caller derive lifecycle semantics from this callee?
 ///
 /// Answers with every condition and its evidence. `authoritative` is true only when all pass.
-#[utoipa::path(get, path = "/v1/trust", tag = "trust", params(TrustQuery),
+#[utoipa::path(get, path = "/v1/trust", tag = "trust",
+    security(("bearer" = ["reader"])), params(TrustQuery),
     responses(
+        (status = 401, description = "No valid API key", body = ErrorBody),
+        (status = 403, description = "The key's role is not enough", body = ErrorBody),
         (status = 200, description = "The decision", body = DecisionView),
         (status = 400, description = "Missing or malformed parameter", body = ErrorBody),
         (status = 404, description = "No such callee", body = ErrorBody),

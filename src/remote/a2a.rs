@@ -264,8 +264,31 @@ impl A2aClient {
                 json!({ "taskId": task_id, "url": url, "token": token })
             }
         };
-        self.call(step, Op::SetPush(task_id.to_string()), params)
-            .await
+        let (call, answer) = self
+            .call(step, Op::SetPush(task_id.to_string()), params)
+            .await;
+        // The token is a credential for cardgate's webhook while the probe runs; the
+        // transcript is readable by any reader key, so it never holds the token.
+        self.redact(call, token);
+        (call, answer)
+    }
+
+    /// Replaces `secret` wherever it appears in an exchange's recorded bodies.
+    fn redact(&mut self, call: u32, secret: &str) {
+        let scrub = |v: &mut Value| {
+            let text = v.to_string();
+            if text.contains(secret) {
+                if let Ok(clean) = serde_json::from_str(&text.replace(secret, "[redacted]")) {
+                    *v = clean;
+                }
+            }
+        };
+        if let Some(ex) = self.transcript.iter_mut().find(|e| e.call == call) {
+            scrub(&mut ex.request);
+            if let Some(response) = ex.response.as_mut() {
+                scrub(response);
+            }
+        }
     }
 
     /// SendStreamingMessage / message/stream. The caller reads the frames within `deadline`.

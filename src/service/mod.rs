@@ -3,6 +3,7 @@
 
 pub mod callees;
 pub mod discovery;
+pub mod keys;
 pub mod ledger;
 pub mod probe;
 pub mod reports;

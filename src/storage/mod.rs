@@ -18,6 +18,7 @@ use crate::domain::gate::GateError;
 
 mod callees;
 mod jobs;
+mod keys;
 mod ledger;
 mod probes;
 mod reports;

@@ -5,6 +5,7 @@
 
 mod support;
 
+mod access;
 mod api;
 mod cli;
 mod discovery;

@@ -134,6 +134,19 @@ async fn a_conformant_agent_is_promoted_and_answers_authoritatively(db: TestDb) 
             .iter()
             .any(|e| e["method"] == "SendStreamingMessage")
     );
+    // The webhook token is a credential: the transcript shows where it went, never what it is.
+    let exchanges = run["exchanges"].as_array().unwrap();
+    let registration = exchanges
+        .iter()
+        .find(|e| e["method"] == "CreateTaskPushNotificationConfig")
+        .unwrap();
+    assert_eq!(registration["request"]["params"]["token"], "[redacted]");
+    assert!(
+        registration["request"]["params"]["url"]
+            .as_str()
+            .unwrap()
+            .ends_with("/v1/hooks/push/[redacted]")
+    );
     assert_eq!(gate(&server, &callee, "1.0").await, "lifecycle-trusted");
     let (_, detail) = server.get(&format!("/v1/callees/{callee}")).await;
     assert_eq!(detail["subjects"][0]["last_probe"]["id"], run["id"]);
@@ -389,7 +402,7 @@ async fn one_probe_per_subject_at_a_time_and_shutdown_aborts_the_running_one() {
             json!({"protocol_version": "2.0"}),
         )
         .await;
-    assert_eq!((status, error_code(&wrong)), (400, "invalid_request"));
+    assert_eq!((status, error_code(&wrong)), (404, "not_found"));
 
     // Wait until it is running, then shut down: the run is cut short and never promotes.
     let id = first["id"].as_str().unwrap().to_string();

@@ -35,6 +35,7 @@ async fn spawn_replica(database_url: &str, log: &str) -> Replica {
         .env("CARDGATE_WORKERS", "8")
         .env("CARDGATE_PUSH_BACKOFF_MS", "50")
         .env("CARDGATE_PROBE_DEADLINE_SECS", "20")
+        .env("CARDGATE_ADMIN_TOKEN", crate::support::ADMIN_TOKEN)
         .env("RUST_LOG", "warn")
         .stdout(Stdio::null())
         .stderr(
@@ -61,7 +62,14 @@ async fn spawn_replica(database_url: &str, log: &str) -> Replica {
 }
 
 async fn get(url: String) -> Value {
-    reqwest::get(url).await.unwrap().json().await.unwrap()
+    crate::support::client_with(crate::support::ADMIN_TOKEN)
+        .get(url)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap()
 }
 
 /// Gate state per (callee, version) as one replica reports it.
@@ -113,7 +121,7 @@ async fn two_replicas_run_every_job_once_and_lose_none_when_one_dies() {
     let mut b = spawn_replica(&url, &log("b.log")).await;
 
     // Register half through each replica; registration queues each 1.0 probe.
-    let client = reqwest::Client::new();
+    let client = crate::support::client_with(crate::support::ADMIN_TOKEN);
     for (i, agent) in agents.iter().enumerate() {
         let base = if i % 2 == 0 { &a.base } else { &b.base };
         let r = client

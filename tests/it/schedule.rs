@@ -190,7 +190,7 @@ async fn reports_with_evidence_demote_and_others_are_refused(db: TestDb) {
     let (status, demoting) = server.post(&url, json!({"protocol_version": "1.0", "trigger": "duplicate-terminal", "evidence": duplicate})).await;
     assert_eq!(status, 201);
     assert_eq!(demoting["outcome"], "demoted");
-    assert_eq!(demoting["reporter"], "operator");
+    assert_eq!(demoting["reporter"], "admin-token");
     assert_eq!(gate(&server, &callee, "1.0").await, "demoted");
     let kinds = ledger_kinds(&server, &callee).await;
     assert_eq!(

@@ -243,7 +243,7 @@ pub async fn request(
                     .iter()
                     .map(|s| s.protocol_version.to_string())
                     .collect();
-                ServiceError::Invalid(format!(
+                ServiceError::NotFound(format!(
                     "the callee has no subject {v} (it offers {})",
                     offered.join(", ")
                 ))

@@ -146,9 +146,31 @@ pub struct TestServer {
     handle: Option<JoinHandle<anyhow::Result<()>>>,
 }
 
+/// The bootstrap admin credential every test server accepts.
+pub const ADMIN_TOKEN: &str = "cardgate-test-admin-token-0123456789abcdef";
+
+/// A client that sends `token` as its bearer key.
+pub fn client_with(token: &str) -> reqwest::Client {
+    let mut headers = reqwest::header::HeaderMap::new();
+    headers.insert(
+        reqwest::header::AUTHORIZATION,
+        format!("Bearer {token}").parse().unwrap(),
+    );
+    reqwest::Client::builder()
+        .default_headers(headers)
+        .build()
+        .unwrap()
+}
+
 /// Settings for tests: loopback allowed (the agents run there), short fetch deadlines.
 pub fn test_settings(target: DatabaseTarget) -> Settings {
     let mut settings = Settings::new(target);
+    settings.auth = cardgate::http::auth::AuthSettings {
+        rate_per_sec: 10_000.0,
+        burst: 10_000.0,
+        ..Default::default()
+    }
+    .with_admin_token(ADMIN_TOKEN);
     let allowed = NetworkPolicy::parse_allowed("127.0.0.0/8,::1/128").unwrap();
     settings.outbound.policy = NetworkPolicy::new(allowed);
     settings.discovery.fetch_timeout = std::time::Duration::from_secs(2);
@@ -184,7 +206,7 @@ impl TestServer {
         }));
         Self {
             addr,
-            client: reqwest::Client::new(),
+            client: client_with(ADMIN_TOKEN),
             stop: Some(stop),
             handle: Some(handle),
         }

@@ -1,0 +1,108 @@
+//! API keys (hashes only).
+
+use chrono::{DateTime, Utc};
+use uuid::Uuid;
+
+use super::{Store, StoreError, dispatch};
+use crate::domain::apikey::{ApiKey, Role};
+use crate::domain::ids::ApiKeyId;
+use crate::domain::time::Timestamp;
+
+#[derive(sqlx::FromRow)]
+struct KeyRow {
+    id: Uuid,
+    name: String,
+    role: String,
+    prefix: String,
+    key_hash: String,
+    created_at: DateTime<Utc>,
+    created_by: String,
+    revoked_at: Option<DateTime<Utc>>,
+}
+
+impl TryFrom<KeyRow> for ApiKey {
+    type Error = StoreError;
+    fn try_from(r: KeyRow) -> Result<Self, StoreError> {
+        Ok(ApiKey {
+            id: r.id.into(),
+            name: r.name,
+            role: Role::parse(&r.role)
+                .ok_or_else(|| StoreError::corrupt(format!("role {}", r.role)))?,
+            prefix: r.prefix,
+            key_hash: r.key_hash,
+            created_at: r.created_at,
+            created_by: r.created_by,
+            revoked_at: r.revoked_at,
+        })
+    }
+}
+
+macro_rules! key_columns {
+    () => {
+        "id, name, role, prefix, key_hash, created_at, created_by, revoked_at"
+    };
+}
+
+impl Store {
+    pub async fn insert_key(&self, key: &ApiKey) -> Result<(), StoreError> {
+        dispatch!(self, |pool| {
+            sqlx::query(concat!(
+                "insert into api_keys (",
+                key_columns!(),
+                ") values ($1, $2, $3, $4, $5, $6, $7, $8)"
+            ))
+            .bind(key.id.0)
+            .bind(&key.name)
+            .bind(key.role.as_str())
+            .bind(&key.prefix)
+            .bind(&key.key_hash)
+            .bind(key.created_at)
+            .bind(&key.created_by)
+            .bind(key.revoked_at)
+            .execute(pool)
+            .await
+            .map(drop)
+        })?;
+        Ok(())
+    }
+
+    /// The live (unrevoked) key with this hash.
+    pub async fn live_key_by_hash(&self, key_hash: &str) -> Result<Option<ApiKey>, StoreError> {
+        let row: Option<KeyRow> = dispatch!(self, |pool| {
+            sqlx::query_as(concat!(
+                "select ",
+                key_columns!(),
+                " from api_keys where key_hash = $1 and revoked_at is null"
+            ))
+            .bind(key_hash)
+            .fetch_optional(pool)
+            .await
+        })?;
+        row.map(TryInto::try_into).transpose()
+    }
+
+    pub async fn keys(&self) -> Result<Vec<ApiKey>, StoreError> {
+        let rows: Vec<KeyRow> = dispatch!(self, |pool| {
+            sqlx::query_as(concat!(
+                "select ",
+                key_columns!(),
+                " from api_keys order by id"
+            ))
+            .fetch_all(pool)
+            .await
+        })?;
+        rows.into_iter().map(TryInto::try_into).collect()
+    }
+
+    /// Revokes a key; `NotFound` if there is no such key. Revoking twice keeps the first time.
+    pub async fn revoke_key(&self, id: ApiKeyId, now: Timestamp) -> Result<(), StoreError> {
+        let found: Option<(Uuid,)> = dispatch!(self, |pool| {
+            sqlx::query_as("update api_keys set revoked_at = coalesce(revoked_at, $2) where id = $1 returning id")
+                .bind(id.0)
+                .bind(now)
+                .fetch_optional(pool)
+                .await
+        })?;
+        found.map(drop).ok_or(StoreError::NotFound)
+    }
+}
