@@ -9,6 +9,7 @@ RUN apt-get update && apt-get install -y --no-install-recommends pkg-config libs
 COPY Cargo.toml Cargo.lock ./
 COPY src ./src
 COPY migrations ./migrations
+COPY examples ./examples
 RUN cargo build --release --locked --bin cardgate
 
 FROM debian:bookworm-slim AS runtime
