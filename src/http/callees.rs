@@ -392,8 +392,14 @@ pub async fn refresh_callee(
     Extension(caller): Extension<Caller>,
     Path(id): Path<Uuid>,
 ) -> Result<Json<RefreshView>, ApiError> {
-    let outcome =
-        callees::refresh(&app, CalleeId(id), Revalidate::IfChanged, &caller.actor()).await?;
+    let outcome = callees::refresh(
+        &app,
+        CalleeId(id),
+        Revalidate::IfChanged,
+        &caller.actor(),
+        None,
+    )
+    .await?;
     Ok(Json(outcome.into()))
 }
 

@@ -13,11 +13,11 @@ use crate::domain::card::CardSnapshot;
 use crate::domain::card::changes::{self, NewCard};
 use crate::domain::card::signature::parse_jwks;
 use crate::domain::gate::SubjectState;
-use crate::domain::ids::{CalleeId, SnapshotId};
+use crate::domain::ids::{CalleeId, JobId, SnapshotId};
 use crate::domain::ledger::{EventBody, EventRecord, NewEvent};
 use crate::domain::probe::{ProbeRun, ProbeScript};
 use crate::domain::version::ProtocolVersion;
-use crate::storage::{Store, StoreError, Subject};
+use crate::storage::{RefreshRecord, Store, StoreError, Subject};
 
 /// A callee with its subjects and newest card snapshot.
 #[derive(Debug, Clone)]
@@ -179,11 +179,15 @@ fn conflict(card_url: &CardUrl) -> ServiceError {
 
 /// Fetches the callee's card again and records what changed (trust-model.md, "Scheduling").
 /// A new version or a newly advertised capability queues a probe of that subject.
+///
+/// `job`: the queue job (and its holder) this refresh carries out; it is completed in the same
+/// transaction that records the outcome.
 pub async fn refresh(
     app: &AppState,
     callee_id: CalleeId,
     revalidate: Revalidate,
     actor: &str,
+    job: Option<(JobId, &str)>,
 ) -> Result<RefreshOutcome, ServiceError> {
     let (store, discovery) = (&app.store, &app.discovery);
     let callee = store
@@ -227,17 +231,12 @@ pub async fn refresh(
         _ => None,
     };
 
+    let mut callee = callee;
+    let mut latest = latest;
+    let mut subjects = subjects_of(store, callee_id).await?;
     let mut attempts = 0;
     loop {
         attempts += 1;
-        let callee = store.callee(callee_id).await?;
-        let latest = store.latest_snapshot(callee_id).await?;
-        let subjects: BTreeMap<_, _> = store
-            .subjects(callee_id)
-            .await?
-            .into_iter()
-            .map(|s| (s.protocol_version, s.state))
-            .collect();
         let decided = decide(
             &fetched,
             assessed.as_ref(),
@@ -255,11 +254,14 @@ pub async fn refresh(
         let events = to_new_events(callee_id, decided.events, actor);
         match store
             .record_refresh(
-                callee_id,
-                callee.refresh_generation,
-                decided.snapshot,
-                &fetch,
-                &events,
+                &RefreshRecord {
+                    callee_id,
+                    generation: callee.refresh_generation,
+                    snapshot: decided.snapshot,
+                    fetch: &fetch,
+                    events: &events,
+                    job,
+                },
                 now,
             )
             .await
@@ -278,10 +280,27 @@ pub async fn refresh(
                     events: records,
                 });
             }
-            Err(StoreError::Conflict(_)) if attempts < 3 => continue,
+            // Another refresh of this callee committed first: decide again on what it left.
+            Err(StoreError::Conflict(_)) if attempts < 3 => {
+                callee = store.callee(callee_id).await?;
+                latest = store.latest_snapshot(callee_id).await?;
+                subjects = subjects_of(store, callee_id).await?;
+            }
             Err(e) => return Err(e.into()),
         }
     }
+}
+
+async fn subjects_of(
+    store: &Store,
+    callee_id: CalleeId,
+) -> Result<BTreeMap<ProtocolVersion, SubjectState>, StoreError> {
+    Ok(store
+        .subjects(callee_id)
+        .await?
+        .into_iter()
+        .map(|s| (s.protocol_version, s.state))
+        .collect())
 }
 
 /// What a fetch means, given the newest snapshot and the subjects as they are now.
@@ -462,7 +481,7 @@ pub async fn set_trusted_keys(
         .set_trusted_keys(callee_id, jwks.as_ref())
         .await
         .map_err(|e| not_found(e, callee_id))?;
-    refresh(app, callee_id, Revalidate::Always, actor).await
+    refresh(app, callee_id, Revalidate::Always, actor, None).await
 }
 
 pub async fn get(store: &Store, id: CalleeId) -> Result<CalleeDetail, ServiceError> {

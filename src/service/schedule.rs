@@ -32,6 +32,8 @@ pub struct ScheduleSettings {
     pub sweep_limit: u32,
     /// Queue probes when registration or a refresh reveals a new version or capability.
     pub probe_on_change: bool,
+    /// Finished jobs are kept this long for `/v1/jobs`, then pruned by the refresh sweep.
+    pub job_retention: Duration,
 }
 
 impl Default for ScheduleSettings {
@@ -43,6 +45,7 @@ impl Default for ScheduleSettings {
             backoff: Backoff::default(),
             sweep_limit: 50_000,
             probe_on_change: true,
+            job_retention: Duration::from_secs(24 * 3600),
         }
     }
 }
@@ -81,20 +84,29 @@ impl Ticks {
 /// callee with a refresh already queued or running is skipped by the queue's dedup key.
 pub async fn refresh_sweep(state: &AppState) -> anyhow::Result<usize> {
     let now = state.now();
+    let retention =
+        chrono::Duration::from_std(state.schedule.job_retention).unwrap_or(chrono::Duration::MAX);
+    let pruned = state
+        .store
+        .prune_jobs(now - retention, 50_000)
+        .await
+        .context("pruning finished jobs")?;
+    if pruned > 0 {
+        tracing::debug!(pruned, "pruned finished jobs");
+    }
     let due = state
         .store
         .due_for_refresh(now, state.schedule.sweep_limit)
         .await
         .context("listing due callees")?;
     let mut enqueued = 0;
-    for callee in due {
-        if state
-            .store
-            .enqueue(&refresh_job(callee, "schedule", now))
-            .await?
-        {
-            enqueued += 1;
-        }
+    // One transaction per batch: a sweep over many callees is a handful of commits.
+    for batch in due.chunks(1000) {
+        let jobs: Vec<Job> = batch
+            .iter()
+            .map(|callee| refresh_job(*callee, "schedule", now))
+            .collect();
+        enqueued += usize::try_from(state.store.enqueue_many(&jobs).await?).unwrap_or(0);
     }
     if enqueued > 0 {
         state.wake.notify_one();

@@ -166,17 +166,18 @@ async fn execute(state: &AppState, job: &Job, owner: &str) -> anyhow::Result<()>
         }
         JobKind::Refresh => {
             use crate::service::callees::{Revalidate, refresh};
-            match refresh(state, job.callee_id, Revalidate::IfChanged, "scheduler").await {
-                // A failed fetch is an outcome (recorded, backed off), not a failed job.
-                Ok(_) => {
-                    state
-                        .store
-                        .finish_job(job.id, owner, None, state.now())
-                        .await?;
-                    Ok(())
-                }
-                Err(e) => Err(anyhow::anyhow!("{e}")),
-            }
+            // A failed fetch is an outcome (recorded, backed off), not a failed job; the job
+            // completes in the transaction that records it.
+            refresh(
+                state,
+                job.callee_id,
+                Revalidate::IfChanged,
+                "scheduler",
+                Some((job.id, owner)),
+            )
+            .await
+            .map(drop)
+            .map_err(|e| anyhow::anyhow!("{e}"))
         }
     }
 }

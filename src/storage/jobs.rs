@@ -4,7 +4,7 @@
 use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
-use super::{Store, StoreError, dispatch};
+use super::{BeginWrite, Store, StoreError, dispatch};
 use crate::domain::ids::{JobId, ProbeRunId};
 use crate::domain::job::{Job, JobKind, JobStatus};
 use crate::domain::time::Timestamp;
@@ -64,8 +64,42 @@ macro_rules! job_columns {
     };
 }
 
+/// Marks a job done if `owner` still holds it (used inside the transaction that records the
+/// job's outcome, so the outcome and the completion commit together).
+pub(super) fn finish_job_query<DB>(
+    id: JobId,
+    owner: &str,
+    now: Timestamp,
+) -> sqlx::query::Query<'static, DB, <DB as sqlx::Database>::Arguments>
+where
+    DB: sqlx::Database,
+    Uuid: for<'q> sqlx::Encode<'q, DB> + sqlx::Type<DB>,
+    String: for<'q> sqlx::Encode<'q, DB> + sqlx::Type<DB>,
+    DateTime<Utc>: for<'q> sqlx::Encode<'q, DB> + sqlx::Type<DB>,
+{
+    sqlx::query(
+        "update jobs set status = 'done', lease_owner = null, lease_until = null, updated_at = $3 \
+         where id = $1 and lease_owner = $2",
+    )
+    .bind(id.0)
+    .bind(owner.to_string())
+    .bind(now)
+}
+
+/// What an insert does when an active job already has the new job's dedup key.
+#[derive(Clone, Copy)]
+pub(super) enum OnDuplicate {
+    /// A unique violation (`StoreError::Conflict`).
+    Fail,
+    /// Nothing: zero rows affected (`on conflict do nothing` covers the partial unique index
+    /// in both dialects).
+    Skip,
+}
+
+/// Inserts a job, one active job per dedup key.
 pub(super) fn insert_job_query<DB>(
     job: &Job,
+    on_duplicate: OnDuplicate,
 ) -> sqlx::query::Query<'static, DB, <DB as sqlx::Database>::Arguments>
 where
     DB: sqlx::Database,
@@ -77,32 +111,43 @@ where
     DateTime<Utc>: for<'q> sqlx::Encode<'q, DB> + sqlx::Type<DB>,
     Option<DateTime<Utc>>: for<'q> sqlx::Encode<'q, DB> + sqlx::Type<DB>,
 {
-    sqlx::query(concat!(
+    const INSERT: &str = concat!(
         "insert into jobs (",
         job_columns!(),
         ") values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)"
-    ))
-    .bind(job.id.0)
-    .bind(job.kind.as_str().to_string())
-    .bind(job.callee_id.0)
-    .bind(job.protocol_version.map(|v| v.to_string()))
-    .bind(job.reason.clone())
-    .bind(job.dedup_key.clone())
-    .bind(job.status.as_str().to_string())
-    .bind(job.attempts)
-    .bind(job.run_after)
-    .bind(job.lease_owner.clone())
-    .bind(job.lease_until)
-    .bind(job.last_error.clone())
-    .bind(job.probe_run_id.map(|id| id.0))
-    .bind(job.created_at)
-    .bind(job.updated_at)
+    );
+    const INSERT_OR_SKIP: &str = concat!(
+        "insert into jobs (",
+        job_columns!(),
+        ") values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15) \
+         on conflict do nothing"
+    );
+    let sql = match on_duplicate {
+        OnDuplicate::Fail => INSERT,
+        OnDuplicate::Skip => INSERT_OR_SKIP,
+    };
+    sqlx::query(sql)
+        .bind(job.id.0)
+        .bind(job.kind.as_str().to_string())
+        .bind(job.callee_id.0)
+        .bind(job.protocol_version.map(|v| v.to_string()))
+        .bind(job.reason.clone())
+        .bind(job.dedup_key.clone())
+        .bind(job.status.as_str().to_string())
+        .bind(job.attempts)
+        .bind(job.run_after)
+        .bind(job.lease_owner.clone())
+        .bind(job.lease_until)
+        .bind(job.last_error.clone())
+        .bind(job.probe_run_id.map(|id| id.0))
+        .bind(job.created_at)
+        .bind(job.updated_at)
 }
 
 impl Store {
     /// Enqueues `job` unless an active job has its dedup key; returns whether it was added.
     pub async fn enqueue(&self, job: &Job) -> Result<bool, StoreError> {
-        match dispatch!(self, |pool| insert_job_query(job)
+        match dispatch!(self, |pool| insert_job_query(job, OnDuplicate::Fail)
             .execute(pool)
             .await
             .map(drop))
@@ -113,6 +158,23 @@ impl Store {
                 other => Err(other),
             },
         }
+    }
+
+    /// Enqueues many jobs in one transaction, skipping any whose dedup key is already active;
+    /// returns how many were added.
+    pub async fn enqueue_many(&self, jobs: &[Job]) -> Result<u64, StoreError> {
+        dispatch!(self, |pool| {
+            let mut tx = pool.begin_write().await?;
+            let mut added = 0;
+            for job in jobs {
+                added += insert_job_query(job, OnDuplicate::Skip)
+                    .execute(&mut *tx)
+                    .await?
+                    .rows_affected();
+            }
+            tx.commit().await?;
+            Ok(added)
+        })
     }
 
     /// The active (queued or running) job with this dedup key.
@@ -130,46 +192,48 @@ impl Store {
         row.map(TryInto::try_into).transpose()
     }
 
-    /// Claims the next due job (or one whose lease expired) for `owner` until `lease_until`.
-    /// Postgres: `FOR UPDATE SKIP LOCKED`, so replicas never claim the same job. SQLite: the
-    /// single statement runs under the database's one write lock.
+    /// Claims the next job for `owner` until `lease_until`: first one whose lease expired (its
+    /// worker died), else the oldest due queued one. Postgres: `FOR UPDATE SKIP LOCKED`, so
+    /// replicas never claim the same job. SQLite: each statement runs under the database's one
+    /// write lock. Each lookup uses its own index, so claiming stays cheap on a long queue.
     pub async fn claim_job(
         &self,
         owner: &str,
         lease_until: Timestamp,
         now: Timestamp,
     ) -> Result<Option<Job>, StoreError> {
-        let row: Option<JobRow> = match &self.db {
-            super::Db::Postgres(pool) => {
-                sqlx::query_as(concat!(
-                    "update jobs set status = 'running', lease_owner = $1, lease_until = $2, \
-                     attempts = attempts + 1, updated_at = $3 where id = (select id from jobs where \
-                     (status = 'queued' and run_after <= $3) or (status = 'running' and lease_until < $3) \
-                     order by run_after limit 1 for update skip locked) returning ",
-                    job_columns!()
-                ))
-                .bind(owner)
-                .bind(lease_until)
-                .bind(now)
-                .fetch_optional(pool)
-                .await?
+        for pick in [PickFrom::ExpiredLease, PickFrom::Queue] {
+            let sql = claim_sql(pick, matches!(self.db, super::Db::Postgres(_)));
+            let row: Option<JobRow> = dispatch!(self, |pool| {
+                sqlx::query_as(sql)
+                    .bind(owner)
+                    .bind(lease_until)
+                    .bind(now)
+                    .fetch_optional(pool)
+                    .await
+            })?;
+            if let Some(row) = row {
+                return row.try_into().map(Some);
             }
-            super::Db::Sqlite(pool) => {
-                sqlx::query_as(concat!(
-                    "update jobs set status = 'running', lease_owner = $1, lease_until = $2, \
-                     attempts = attempts + 1, updated_at = $3 where id = (select id from jobs where \
-                     (status = 'queued' and run_after <= $3) or (status = 'running' and lease_until < $3) \
-                     order by run_after limit 1) returning ",
-                    job_columns!()
-                ))
-                .bind(owner)
-                .bind(lease_until)
-                .bind(now)
-                .fetch_optional(pool)
-                .await?
-            }
-        };
-        row.map(TryInto::try_into).transpose()
+        }
+        Ok(None)
+    }
+
+    /// Deletes finished jobs last touched before `before` (at most `limit` per call, so a
+    /// sweep stays bounded). Done jobs are bookkeeping; what they did is in the ledger.
+    pub async fn prune_jobs(&self, before: Timestamp, limit: u32) -> Result<u64, StoreError> {
+        let n = dispatch!(self, |pool| {
+            sqlx::query(
+                "delete from jobs where id in (select id from jobs where status in ('done', 'failed') \
+                 and updated_at < $1 limit $2)",
+            )
+            .bind(before)
+            .bind(i64::from(limit))
+            .execute(pool)
+            .await
+            .map(|r| r.rows_affected())
+        })?;
+        Ok(n)
     }
 
     /// Extends the lease; `false` when the job is no longer this owner's (it was reclaimed).
@@ -353,6 +417,46 @@ impl Store {
             failed: count("failed"),
             oldest_due: oldest.map(|(t,)| t),
         })
+    }
+}
+
+#[derive(Clone, Copy)]
+enum PickFrom {
+    ExpiredLease,
+    Queue,
+}
+
+/// The claim statement for `pick`. Postgres adds `FOR UPDATE SKIP LOCKED` so replicas never
+/// claim the same job; SQLite runs each statement under its one write lock.
+fn claim_sql(pick: PickFrom, postgres: bool) -> &'static str {
+    macro_rules! claim {
+        ($candidates:expr, $lock:literal) => {
+            concat!(
+                "update jobs set status = 'running', lease_owner = $1, lease_until = $2, \
+                 attempts = attempts + 1, updated_at = $3 where id = (select id from jobs where ",
+                $candidates,
+                $lock,
+                ") returning ",
+                job_columns!()
+            )
+        };
+    }
+    // The candidate each pick looks for; each has its own index (migration 0006).
+    macro_rules! expired {
+        () => {
+            "status = 'running' and lease_until < $3 limit 1"
+        };
+    }
+    macro_rules! due {
+        () => {
+            "status = 'queued' and run_after <= $3 order by run_after limit 1"
+        };
+    }
+    match (pick, postgres) {
+        (PickFrom::ExpiredLease, true) => claim!(expired!(), " for update skip locked"),
+        (PickFrom::ExpiredLease, false) => claim!(expired!(), ""),
+        (PickFrom::Queue, true) => claim!(due!(), " for update skip locked"),
+        (PickFrom::Queue, false) => claim!(due!(), ""),
     }
 }
 

@@ -80,6 +80,9 @@ macro_rules! impl_append_events {
                 events: &[NewEvent],
                 now: Timestamp,
             ) -> Result<Vec<(EventRecord, Subject)>, StoreError> {
+                if events.is_empty() {
+                    return Ok(Vec::new());
+                }
                 self.lock_ledger().await?;
                 let head: Option<(i64, String)> =
                     sqlx::query_as("select seq, hash from ledger order by seq desc limit 1")

@@ -28,6 +28,7 @@ pub use callees::{Subject, SubjectChange};
 pub use jobs::QueueStats;
 pub use probes::{FinishedRun, PushDelivery};
 pub use reports::Report;
+pub use snapshots::RefreshRecord;
 
 static PG_MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("migrations/postgres");
 static SQLITE_MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("migrations/sqlite");

@@ -4,7 +4,7 @@ use chrono::{DateTime, Utc};
 use serde_json::Value;
 use uuid::Uuid;
 
-use super::jobs::insert_job_query;
+use super::jobs::{OnDuplicate, insert_job_query};
 use super::ledger::AppendEvents;
 use super::{BeginWrite, Store, StoreError, Subject, dispatch};
 use crate::domain::gate::SubjectState;
@@ -124,7 +124,9 @@ impl Store {
             .bind(&run.push_token)
             .execute(&mut *tx)
             .await?;
-            insert_job_query(job).execute(&mut *tx).await?;
+            insert_job_query(job, OnDuplicate::Fail)
+                .execute(&mut *tx)
+                .await?;
             tx.commit().await?;
             Ok(())
         })
@@ -276,15 +278,9 @@ impl Store {
             .execute(&mut *tx)
             .await?;
             if let Some((job, owner)) = job {
-                sqlx::query(
-                    "update jobs set status = 'done', lease_owner = null, lease_until = null, updated_at = $3 \
-                     where id = $1 and lease_owner = $2",
-                )
-                .bind(job.0)
-                .bind(owner)
-                .bind(now)
-                .execute(&mut *tx)
-                .await?;
+                super::jobs::finish_job_query(job, owner, now)
+                    .execute(&mut *tx)
+                    .await?;
             }
             tx.commit().await?;
             Ok(appended)

@@ -8,7 +8,7 @@ use super::ledger::AppendEvents;
 use super::{BeginWrite, Store, StoreError, Subject, dispatch};
 use crate::domain::callee::{Callee, FetchState};
 use crate::domain::card::{Assessment, CardSnapshot};
-use crate::domain::ids::{CalleeId, SnapshotId};
+use crate::domain::ids::{CalleeId, JobId, SnapshotId};
 use crate::domain::ledger::{EventRecord, NewEvent};
 use crate::domain::time::Timestamp;
 
@@ -85,6 +85,20 @@ where
     .bind(s.assessment.trusted)
 }
 
+/// One refresh's outcome, as `Store::record_refresh` writes it.
+#[derive(Clone, Copy)]
+pub struct RefreshRecord<'a> {
+    pub callee_id: CalleeId,
+    /// The callee's `refresh_generation` the outcome was decided on.
+    pub generation: i64,
+    /// The new snapshot, if a body was fetched and it differs from the newest one.
+    pub snapshot: Option<&'a CardSnapshot>,
+    pub fetch: &'a FetchState,
+    pub events: &'a [NewEvent],
+    /// The queue job (and its lease holder) this refresh completes.
+    pub job: Option<(JobId, &'a str)>,
+}
+
 impl Store {
     /// Registers a callee with its first (trusted) snapshot and the events that create its
     /// subjects, all in one transaction: nothing is stored unless everything is.
@@ -119,13 +133,17 @@ impl Store {
     /// refresh committed since, nothing is written and `Conflict` asks the caller to decide again.
     pub async fn record_refresh(
         &self,
-        callee_id: CalleeId,
-        generation: i64,
-        snapshot: Option<&CardSnapshot>,
-        fetch: &FetchState,
-        events: &[NewEvent],
+        refresh: &RefreshRecord<'_>,
         now: Timestamp,
     ) -> Result<Vec<(EventRecord, Subject)>, StoreError> {
+        let RefreshRecord {
+            callee_id,
+            generation,
+            snapshot,
+            fetch,
+            events,
+            job,
+        } = *refresh;
         dispatch!(self, |pool| {
             let mut tx = pool.begin_write().await?;
             // Serialize with other refreshes of this callee: the generation bump is the lock.
@@ -153,6 +171,11 @@ impl Store {
                 insert_snapshot_query(snapshot).execute(&mut *tx).await?;
             }
             let appended = tx.append_events(events, now).await?;
+            if let Some((job, owner)) = job {
+                super::jobs::finish_job_query(job, owner, now)
+                    .execute(&mut *tx)
+                    .await?;
+            }
             tx.commit().await?;
             Ok(appended)
         })

@@ -10,6 +10,7 @@ use cardgate::domain::ledger::{EventBody, NewEvent};
 use cardgate::domain::time::{self, Timestamp};
 use cardgate::domain::version::ProtocolVersion;
 use cardgate::service::ledger::verify;
+use cardgate::service::schedule::refresh_job;
 use cardgate::storage::{Store, StoreError};
 
 use crate::support::{TestDb, on_both_backends};
@@ -22,6 +23,7 @@ on_both_backends!(
     the_database_refuses_update_and_delete_on_the_ledger,
     tampering_with_a_stored_event_is_detected,
     concurrent_appends_for_one_subject_keep_one_chain,
+    the_queue_dedups_claims_expired_leases_first_and_prunes_what_finished,
 );
 
 const V1: ProtocolVersion = ProtocolVersion::new(1, 0);
@@ -304,4 +306,107 @@ async fn concurrent_appends_for_one_subject_keep_one_chain(db: TestDb) {
     let subject = store.subject(callee.id, V1).await.unwrap().unwrap();
     assert_eq!(subject.last_seq, WRITERS as i64 + 1);
     assert_eq!(subject.last_hash, report.head_hash);
+}
+
+async fn the_queue_dedups_claims_expired_leases_first_and_prunes_what_finished(db: TestDb) {
+    let store = &db.store;
+    let t0 = time::now();
+    let secs = |n: i64| t0 + chrono::Duration::seconds(n);
+    let (a, b, c) = (
+        new_callee(store, "https://a.example/card.json").await,
+        new_callee(store, "https://b.example/card.json").await,
+        new_callee(store, "https://c.example/card.json").await,
+    );
+
+    // A batch skips what is already active, in the batch or before it.
+    assert!(
+        store
+            .enqueue(&refresh_job(a.id, "first", t0))
+            .await
+            .unwrap()
+    );
+    let batch = [
+        refresh_job(a.id, "again", t0),
+        refresh_job(b.id, "sweep", secs(1)),
+        refresh_job(b.id, "twice in one batch", secs(1)),
+        refresh_job(c.id, "sweep", secs(2)),
+    ];
+    assert_eq!(store.enqueue_many(&batch).await.unwrap(), 2);
+    assert_eq!(store.queue_stats(secs(10)).await.unwrap().queued, 3);
+
+    // Oldest due first; nothing runs before its time.
+    let lease = secs(60);
+    let first = store
+        .claim_job("w1", lease, secs(10))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!((first.callee_id, first.reason.as_str()), (a.id, "first"));
+    let second = store
+        .claim_job("w1", lease, secs(10))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(second.callee_id, b.id);
+
+    // w1 dies holding `second`: once its lease expires, it is taken before the queue.
+    assert!(
+        store
+            .finish_job(first.id, "w1", None, secs(11))
+            .await
+            .unwrap()
+    );
+    let retaken = store
+        .claim_job("w2", secs(200), secs(61))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!((retaken.id, retaken.attempts), (second.id, 2));
+    assert!(
+        !store
+            .finish_job(second.id, "w1", None, secs(62))
+            .await
+            .unwrap(),
+        "the dead worker no longer holds it"
+    );
+    assert!(
+        store
+            .finish_job(second.id, "w2", Some("boom"), secs(62))
+            .await
+            .unwrap()
+    );
+    let third = store
+        .claim_job("w2", secs(200), secs(63))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(third.callee_id, c.id);
+    assert!(
+        store
+            .claim_job("w2", secs(200), secs(63))
+            .await
+            .unwrap()
+            .is_none()
+    );
+
+    // Pruning removes finished jobs older than the cutoff, never a running one; a finished
+    // refresh no longer blocks a new one.
+    assert_eq!(
+        store.prune_jobs(secs(12), 100).await.unwrap(),
+        1,
+        "only the first"
+    );
+    assert!(store.job(first.id).await.is_err());
+    assert_eq!(
+        store.prune_jobs(secs(1000), 100).await.unwrap(),
+        1,
+        "the failed one"
+    );
+    assert_eq!(store.job(third.id).await.unwrap().callee_id, c.id);
+    assert!(
+        store
+            .enqueue(&refresh_job(a.id, "later", secs(70)))
+            .await
+            .unwrap()
+    );
 }
