@@ -1,0 +1,82 @@
+#!/usr/bin/env bash
+# Load benchmark of GET /v1/trust on both backends, next to a trivial axum JSON handler measured
+# in the same run as the ceiling. Needs wrk (Debian: apt-get install wrk) and, for the Postgres
+# run, a server at $BENCH_DATABASE_URL (default postgres://postgres@127.0.0.1:5432/postgres).
+#
+#   bench/trust-load.sh            # 20 s per target, 2 wrk threads, 64 connections
+#   DURATION=60s CONNECTIONS=128 bench/trust-load.sh
+#
+# What is measured: a promoted subject of a conformant fake agent, asked about by a caller with
+# `requires=streaming,pushNotifications`: an API-key lookup, the rate limiter, and the decision
+# (callee, subject, newest snapshot and newest finished probe read from the database).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+DURATION=${DURATION:-20s}
+CONNECTIONS=${CONNECTIONS:-64}
+THREADS=${THREADS:-2}
+PG_ADMIN=${BENCH_DATABASE_URL:-postgres://postgres@127.0.0.1:5432/postgres}
+TOKEN=bench-admin-token-0123456789abcdefghijklmnop
+WORK=$(mktemp -d)
+export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-target}
+cargo build --quiet --release --bin cardgate --example fake-agent --example bench-ceiling
+BIN=$CARGO_TARGET_DIR/release
+
+pids=()
+cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; }
+trap cleanup EXIT
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+wait_ready() { for _ in $(seq 1 100); do curl -fsS "$1" >/dev/null 2>&1 && return 0; sleep 0.1; done; echo "not ready: $1" >&2; return 1; }
+
+AGENT_PORT=$(free_port)
+"$BIN/examples/fake-agent" --listen "127.0.0.1:$AGENT_PORT" > "$WORK/agent.log" 2>&1 &
+pids+=($!)
+wait_ready "http://127.0.0.1:$AGENT_PORT/.well-known/agent-card.json"
+
+run_wrk() { # name url [header]
+  echo "--- $1"
+  if [ -n "${3:-}" ]; then
+    wrk -t"$THREADS" -c"$CONNECTIONS" -d"$DURATION" --latency -H "$3" "$2" | tee "$WORK/$1.txt" | grep -E "Requests/sec|Latency |99%|Non-2xx|Socket errors"
+  else
+    wrk -t"$THREADS" -c"$CONNECTIONS" -d"$DURATION" --latency "$2" | tee "$WORK/$1.txt" | grep -E "Requests/sec|Latency |99%|Non-2xx|Socket errors"
+  fi
+}
+
+bench_backend() { # name database_url
+  local port url callee run
+  port=$(free_port)
+  DATABASE_URL=$2 CARDGATE_LISTEN="127.0.0.1:$port" CARDGATE_ADMIN_TOKEN=$TOKEN \
+  CARDGATE_ALLOW_NETWORKS=127.0.0.0/8 CARDGATE_PUBLIC_URL="http://127.0.0.1:$port/" \
+  CARDGATE_RATE_LIMIT_PER_SEC=10000000 CARDGATE_RATE_LIMIT_BURST=10000000 \
+  CARDGATE_REFRESH_SCHEDULE="0 0 0 1 1 *" RUST_LOG=warn \
+    "$BIN/cardgate" serve > "$WORK/$1.log" 2>&1 &
+  pids+=($!)
+  wait_ready "http://127.0.0.1:$port/readyz"
+  url="http://127.0.0.1:$port"
+  callee=$(curl -fsS -H "Authorization: Bearer $TOKEN" -H 'content-type: application/json' \
+    -d "{\"card_url\":\"http://127.0.0.1:$AGENT_PORT\"}" "$url/v1/callees" | python3 -c 'import sys,json; print(json.load(sys.stdin)["id"])')
+  # Registration queued the probe; wait until the subject is promoted.
+  for _ in $(seq 1 100); do
+    gate=$(curl -fsS -H "Authorization: Bearer $TOKEN" "$url/v1/callees/$callee" | python3 -c 'import sys,json; print(json.load(sys.stdin)["subjects"][0]["gate_state"])')
+    [ "$gate" = lifecycle-trusted ] && break; sleep 0.2
+  done
+  echo "subject: $gate"
+  curl -fsS -H "Authorization: Bearer $TOKEN" "$url/v1/trust?callee_id=$callee&caller_version=1.0&requires=streaming,pushNotifications" | head -c 300; echo
+  run_wrk "$1" "$url/v1/trust?callee_id=$callee&caller_version=1.0&requires=streaming,pushNotifications" "Authorization: Bearer $TOKEN"
+}
+
+CEILING_PORT=$(free_port)
+"$BIN/examples/bench-ceiling" "127.0.0.1:$CEILING_PORT" > /dev/null 2>&1 &
+pids+=($!)
+wait_ready "http://127.0.0.1:$CEILING_PORT/v1/trust"
+run_wrk ceiling "http://127.0.0.1:$CEILING_PORT/v1/trust"
+
+bench_backend sqlite "sqlite://$WORK/bench.db"
+
+PG_DB=cardgate_bench_$$
+psql "$PG_ADMIN" -qc "create database $PG_DB" >/dev/null
+PG_URL="${PG_ADMIN%/*}/$PG_DB"
+bench_backend postgres "$PG_URL"
+
+cleanup
+psql "$PG_ADMIN" -qc "drop database if exists $PG_DB with (force)" >/dev/null || true
+echo "raw wrk output in $WORK"
