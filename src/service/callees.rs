@@ -14,8 +14,10 @@ use crate::domain::card::changes::{self, NewCard};
 use crate::domain::card::signature::parse_jwks;
 use crate::domain::gate::SubjectState;
 use crate::domain::ids::{CalleeId, JobId, SnapshotId};
+use crate::domain::job::Job;
 use crate::domain::ledger::{EventBody, EventRecord, NewEvent};
 use crate::domain::probe::{ProbeRun, ProbeScript};
+use crate::domain::time::Timestamp;
 use crate::domain::version::ProtocolVersion;
 use crate::storage::{RefreshRecord, Store, StoreError, Subject};
 
@@ -155,14 +157,17 @@ pub async fn register(
         changes::events_for(&BTreeMap::new(), &new),
         actor,
     );
+    let probes = probes_for(app, callee.id, "registration", &events, now);
     let appended = match store
-        .register_callee(&callee, &snapshot, &events, now)
+        .register_callee(&callee, &snapshot, &events, &probes, now)
         .await
     {
         Err(StoreError::Conflict(_)) => return Err(conflict(&callee.card_url)),
         other => other?,
     };
-    probe_after(app, "registration", appended.iter().map(|(e, _)| e)).await;
+    if !probes.is_empty() {
+        app.wake.notify_one();
+    }
     Ok(CalleeDetail {
         callee,
         subjects: appended.into_iter().map(|(_, s)| s).collect(),
@@ -252,6 +257,7 @@ pub async fn refresh(
             now,
         );
         let events = to_new_events(callee_id, decided.events, actor);
+        let probes = probes_for(app, callee_id, "version-appeared", &events, now);
         match store
             .record_refresh(
                 &RefreshRecord {
@@ -261,6 +267,7 @@ pub async fn refresh(
                     fetch: &fetch,
                     events: &events,
                     job,
+                    probes: &probes,
                 },
                 now,
             )
@@ -272,7 +279,9 @@ pub async fn refresh(
                         "card of {callee_id} could not be fetched: {}", decided.error.as_deref().unwrap_or(""));
                 }
                 let records: Vec<EventRecord> = appended.into_iter().map(|(e, _)| e).collect();
-                probe_after(app, "version-appeared", records.iter()).await;
+                if !probes.is_empty() {
+                    app.wake.notify_one();
+                }
                 return Ok(RefreshOutcome {
                     status: decided.status,
                     snapshot_id: decided.snapshot.map(|s| s.id),
@@ -409,46 +418,37 @@ fn restore(
     changes::events_for(subjects, &new)
 }
 
-/// Queues the probes that new events call for (trust-model.md: a new subject is probed at
-/// once; a capability advertised for the first time is unverified until probed).
-async fn probe_after<'e>(
+/// The probes new events call for (trust-model.md: a new subject is probed at once; a
+/// capability advertised for the first time is unverified until probed). They are queued in
+/// the transaction that records the events, so a crash cannot leave a new subject unprobed.
+fn probes_for(
     app: &AppState,
+    callee_id: CalleeId,
     appeared: &str,
-    events: impl Iterator<Item = &'e EventRecord>,
-) {
+    events: &[NewEvent],
+    now: Timestamp,
+) -> Vec<(ProbeRun, Job)> {
     if !app.schedule.probe_on_change {
-        return;
+        return Vec::new();
     }
-    let mut queued = false;
+    let mut wanted: Vec<(ProtocolVersion, &str)> = Vec::new();
     for e in events {
-        let reason = match e.kind.as_str() {
-            "version-appeared" => appeared,
-            "capability-advertised" => "capability-advertised",
+        let reason = match e.body {
+            EventBody::VersionAppeared { .. } => appeared,
+            EventBody::CapabilityAdvertised { .. } => "capability-advertised",
             _ => continue,
         };
-        let Ok(version) = ProtocolVersion::parse_exact(&e.protocol_version) else {
-            continue;
-        };
-        match super::probe::enqueue_probe(
-            &app.store,
-            e.callee_id,
-            version,
-            reason,
-            "scheduler",
-            app.now(),
-        )
-        .await
-        {
-            Ok(_) => queued = true,
-            Err(super::ServiceError::Conflict(_)) => {} // already queued: idempotent
-            Err(err) => {
-                tracing::warn!(error = ?err, callee.id = %e.callee_id, "queueing a probe failed")
-            }
+        // One probe per subject covers every capability it advertises.
+        if !wanted.iter().any(|(v, _)| *v == e.protocol_version) {
+            wanted.push((e.protocol_version, reason));
         }
     }
-    if queued {
-        app.wake.notify_one();
-    }
+    wanted
+        .into_iter()
+        .map(|(version, reason)| {
+            super::probe::probe_request(callee_id, version, reason, "scheduler", now)
+        })
+        .collect()
 }
 
 fn to_new_events(

@@ -15,6 +15,56 @@ use crate::domain::probe::{Judgement, Observations, ProbeRun, RunStatus};
 use crate::domain::time::Timestamp;
 use crate::domain::version::ProtocolVersion;
 
+/// Queueing a probe inside an open write transaction, so that whatever calls for the probe (a
+/// version that appeared, a capability first advertised) and the probe itself commit together:
+/// a process that dies after the commit has left the probe in the queue for another replica.
+pub(crate) trait QueueProbe {
+    /// Queues `run` and its `job` unless a probe of the subject is already queued or running;
+    /// returns whether it queued them.
+    async fn queue_probe(&mut self, run: &ProbeRun, job: &Job) -> Result<bool, StoreError>;
+}
+
+macro_rules! impl_queue_probe {
+    ($db:ty) => {
+        impl QueueProbe for sqlx::Transaction<'static, $db> {
+            async fn queue_probe(&mut self, run: &ProbeRun, job: &Job) -> Result<bool, StoreError> {
+                // The job references the run, so the run goes first; if the job is a duplicate
+                // the run is taken back in the same transaction. (`on conflict do nothing`
+                // waits for a concurrent enqueue of the same subject, then skips.)
+                sqlx::query(
+                    "insert into probe_runs (id, callee_id, protocol_version, status, reason, \
+                     requested_by, created_at, push_token) values ($1, $2, $3, $4, $5, $6, $7, $8)",
+                )
+                .bind(run.id.0)
+                .bind(run.callee_id.0)
+                .bind(run.protocol_version.to_string())
+                .bind(run.status.as_str())
+                .bind(&run.reason)
+                .bind(&run.requested_by)
+                .bind(run.created_at)
+                .bind(&run.push_token)
+                .execute(&mut **self)
+                .await?;
+                let queued = insert_job_query(job, OnDuplicate::Skip)
+                    .execute(&mut **self)
+                    .await?
+                    .rows_affected()
+                    == 1;
+                if !queued {
+                    sqlx::query("delete from probe_runs where id = $1")
+                        .bind(run.id.0)
+                        .execute(&mut **self)
+                        .await?;
+                }
+                Ok(queued)
+            }
+        }
+    };
+}
+
+impl_queue_probe!(sqlx::Postgres);
+impl_queue_probe!(sqlx::Sqlite);
+
 #[derive(sqlx::FromRow)]
 struct RunRow {
     id: Uuid,
@@ -110,23 +160,11 @@ impl Store {
     pub async fn request_probe(&self, run: &ProbeRun, job: &Job) -> Result<(), StoreError> {
         dispatch!(self, |pool| {
             let mut tx = pool.begin_write().await?;
-            sqlx::query(
-                "insert into probe_runs (id, callee_id, protocol_version, status, reason, requested_by, \
-                 created_at, push_token) values ($1, $2, $3, $4, $5, $6, $7, $8)",
-            )
-            .bind(run.id.0)
-            .bind(run.callee_id.0)
-            .bind(run.protocol_version.to_string())
-            .bind(run.status.as_str())
-            .bind(&run.reason)
-            .bind(&run.requested_by)
-            .bind(run.created_at)
-            .bind(&run.push_token)
-            .execute(&mut *tx)
-            .await?;
-            insert_job_query(job, OnDuplicate::Fail)
-                .execute(&mut *tx)
-                .await?;
+            if !tx.queue_probe(run, job).await? {
+                return Err(StoreError::Conflict(
+                    "a probe of this subject is already queued or running".into(),
+                ));
+            }
             tx.commit().await?;
             Ok(())
         })

@@ -5,11 +5,14 @@ use uuid::Uuid;
 
 use super::callees::insert_callee_query;
 use super::ledger::AppendEvents;
+use super::probes::QueueProbe;
 use super::{BeginWrite, Store, StoreError, Subject, dispatch};
 use crate::domain::callee::{Callee, FetchState};
 use crate::domain::card::{Assessment, CardSnapshot};
 use crate::domain::ids::{CalleeId, JobId, SnapshotId};
+use crate::domain::job::Job;
 use crate::domain::ledger::{EventRecord, NewEvent};
+use crate::domain::probe::ProbeRun;
 use crate::domain::time::Timestamp;
 
 #[derive(sqlx::FromRow)]
@@ -97,6 +100,8 @@ pub struct RefreshRecord<'a> {
     pub events: &'a [NewEvent],
     /// The queue job (and its lease holder) this refresh completes.
     pub job: Option<(JobId, &'a str)>,
+    /// Probes the events call for, queued in the same transaction (skipped if one is active).
+    pub probes: &'a [(ProbeRun, Job)],
 }
 
 impl Store {
@@ -107,6 +112,7 @@ impl Store {
         callee: &Callee,
         snapshot: &CardSnapshot,
         events: &[NewEvent],
+        probes: &[(ProbeRun, Job)],
         now: Timestamp,
     ) -> Result<Vec<(EventRecord, Subject)>, StoreError> {
         dispatch!(self, |pool| {
@@ -121,6 +127,9 @@ impl Store {
             .execute(&mut *tx)
             .await?;
             let appended = tx.append_events(events, now).await?;
+            for (run, job) in probes {
+                tx.queue_probe(run, job).await?;
+            }
             tx.commit().await?;
             Ok(appended)
         })
@@ -143,6 +152,7 @@ impl Store {
             fetch,
             events,
             job,
+            probes,
         } = *refresh;
         dispatch!(self, |pool| {
             let mut tx = pool.begin_write().await?;
@@ -171,6 +181,9 @@ impl Store {
                 insert_snapshot_query(snapshot).execute(&mut *tx).await?;
             }
             let appended = tx.append_events(events, now).await?;
+            for (run, probe) in probes {
+                tx.queue_probe(run, probe).await?;
+            }
             if let Some((job, owner)) = job {
                 super::jobs::finish_job_query(job, owner, now)
                     .execute(&mut *tx)

@@ -180,7 +180,12 @@ async fn two_replicas_run_every_job_once_and_lose_none_when_one_dies() {
         }
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
-    assert!(done, "not every 1.1 subject was promoted after B died");
+    assert!(
+        done,
+        "not every 1.1 subject was promoted after B died: {:?} {:?}",
+        get(format!("{}/v1/status", a.base)).await,
+        get(format!("{}/v1/jobs?limit=20", a.base)).await
+    );
     // Let A drain whatever is left (refreshes keep coming every second).
     tokio::time::sleep(Duration::from_secs(1)).await;
 

@@ -10,7 +10,9 @@ use cardgate::domain::ledger::{EventBody, NewEvent};
 use cardgate::domain::time::{self, Timestamp};
 use cardgate::domain::version::ProtocolVersion;
 use cardgate::service::ledger::verify;
+use cardgate::service::probe::probe_request;
 use cardgate::service::schedule::refresh_job;
+use cardgate::storage::RefreshRecord;
 use cardgate::storage::{Store, StoreError};
 
 use crate::support::{TestDb, on_both_backends};
@@ -24,6 +26,7 @@ on_both_backends!(
     tampering_with_a_stored_event_is_detected,
     concurrent_appends_for_one_subject_keep_one_chain,
     the_queue_dedups_claims_expired_leases_first_and_prunes_what_finished,
+    probes_commit_with_the_refresh_that_calls_for_them,
 );
 
 const V1: ProtocolVersion = ProtocolVersion::new(1, 0);
@@ -409,4 +412,68 @@ async fn the_queue_dedups_claims_expired_leases_first_and_prunes_what_finished(d
             .await
             .unwrap()
     );
+}
+
+async fn probes_commit_with_the_refresh_that_calls_for_them(db: TestDb) {
+    let store = &db.store;
+    let callee = new_callee(store, "https://a.example/card.json").await;
+    let now = time::now();
+    let fetch = cardgate::domain::callee::FetchState::default();
+    let key = cardgate::domain::job::probe_key(callee.id, V1);
+    let record = |generation, probes| RefreshRecord {
+        callee_id: callee.id,
+        generation,
+        snapshot: None,
+        fetch: &fetch,
+        events: &[],
+        job: None,
+        probes,
+    };
+
+    // A refresh that lost the race to another one writes nothing, its probe included.
+    let lost = [probe_request(
+        callee.id,
+        V1,
+        "version-appeared",
+        "scheduler",
+        now,
+    )];
+    assert!(matches!(
+        store.record_refresh(&record(7, &lost), now).await,
+        Err(StoreError::Conflict(_))
+    ));
+    assert!(store.active_job(&key).await.unwrap().is_none());
+    assert!(
+        store
+            .probe_runs(callee.id, None, 10)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+
+    // The winner's probe is queued with it.
+    let won = [probe_request(
+        callee.id,
+        V1,
+        "version-appeared",
+        "scheduler",
+        now,
+    )];
+    store.record_refresh(&record(0, &won), now).await.unwrap();
+    let job = store.active_job(&key).await.unwrap().unwrap();
+    assert_eq!(job.probe_run_id, Some(won[0].0.id));
+
+    // A later refresh that calls for the same probe finds it queued: no second job, no
+    // orphaned run.
+    let again = [probe_request(
+        callee.id,
+        V1,
+        "capability-advertised",
+        "scheduler",
+        now,
+    )];
+    store.record_refresh(&record(1, &again), now).await.unwrap();
+    assert_eq!(store.active_job(&key).await.unwrap().unwrap().id, job.id);
+    let runs = store.probe_runs(callee.id, None, 10).await.unwrap();
+    assert_eq!(runs.iter().map(|r| r.id).collect::<Vec<_>>(), [won[0].0.id]);
 }

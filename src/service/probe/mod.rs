@@ -293,6 +293,31 @@ pub async fn enqueue_probe(
     actor: &str,
     now: Timestamp,
 ) -> Result<ProbeRun, ServiceError> {
+    let (run, job) = probe_request(callee_id, version, reason, actor, now);
+    match store.request_probe(&run, &job).await {
+        Ok(()) => Ok(run),
+        Err(StoreError::Conflict(_)) => {
+            let active = store
+                .active_job(&job.dedup_key)
+                .await?
+                .and_then(|j| j.probe_run_id);
+            Err(ServiceError::Conflict(match active {
+                Some(id) => format!("probe run {id} is already queued or running for {version}"),
+                None => format!("a probe is already queued or running for {version}"),
+            }))
+        }
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// A queued probe run of the subject and the job that will carry it out.
+pub fn probe_request(
+    callee_id: CalleeId,
+    version: ProtocolVersion,
+    reason: &str,
+    actor: &str,
+    now: Timestamp,
+) -> (ProbeRun, Job) {
     let run = queued_run(callee_id, version, reason, actor, now);
     let job = Job {
         id: JobId::new(),
@@ -311,20 +336,7 @@ pub async fn enqueue_probe(
         created_at: now,
         updated_at: now,
     };
-    match store.request_probe(&run, &job).await {
-        Ok(()) => Ok(run),
-        Err(StoreError::Conflict(_)) => {
-            let active = store
-                .active_job(&job.dedup_key)
-                .await?
-                .and_then(|j| j.probe_run_id);
-            Err(ServiceError::Conflict(match active {
-                Some(id) => format!("probe run {id} is already queued or running for {version}"),
-                None => format!("a probe is already queued or running for {version}"),
-            }))
-        }
-        Err(e) => Err(e.into()),
-    }
+    (run, job)
 }
 
 fn queued_run(
