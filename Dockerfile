@@ -10,6 +10,7 @@ COPY Cargo.toml Cargo.lock ./
 COPY src ./src
 COPY migrations ./migrations
 COPY examples ./examples
+COPY benches ./benches
 RUN cargo build --release --locked --bin cardgate
 
 FROM debian:bookworm-slim AS runtime

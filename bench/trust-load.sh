@@ -6,8 +6,8 @@
 #   bench/trust-load.sh            # 20 s per target, 2 wrk threads, 64 connections
 #   DURATION=60s CONNECTIONS=128 bench/trust-load.sh
 #
-# What is measured: a promoted subject of a conformant fake agent, asked about by a caller with
-# `requires=streaming,pushNotifications`: an API-key lookup, the rate limiter, and the decision
+# What is measured: a promoted subject of a conformant fake agent, asked about by a caller holding
+# a reader key, with `requires=streaming,pushNotifications`: an API-key lookup, the rate limiter, and the decision
 # (callee, subject, newest snapshot and newest finished probe read from the database).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -32,23 +32,32 @@ AGENT_PORT=$(free_port)
 pids+=($!)
 wait_ready "http://127.0.0.1:$AGENT_PORT/.well-known/agent-card.json"
 
+# CPU seconds (user+system) used so far by the given pids.
+cpu_of() { local t=0 pid; for pid in "$@"; do t=$((t + $(awk '{print $14+$15}' "/proc/$pid/stat" 2>/dev/null || echo 0))); done; echo "scale=3; $t / $(getconf CLK_TCK)" | bc; }
+# Requests wrk completed, from its summary.
+requests_of() { awk '/requests in/ {print $1}' "$WORK/$1.txt"; }
+report_cpu() { # name requests cpu_before cpu_after label
+  echo "$5 CPU: $(echo "scale=1; ($4 - $3) * 1000000 / $2" | bc) us/request"
+}
+
 run_wrk() { # name url [header]
   echo "--- $1"
   if [ -n "${3:-}" ]; then
-    wrk -t"$THREADS" -c"$CONNECTIONS" -d"$DURATION" --latency -H "$3" "$2" | tee "$WORK/$1.txt" | grep -E "Requests/sec|Latency |99%|Non-2xx|Socket errors"
+    wrk -t"$THREADS" -c"$CONNECTIONS" -d"$DURATION" --latency -H "$3" "$2" | tee "$WORK/$1.txt" | grep -E "requests in|Requests/sec|Latency |99%|Non-2xx|Socket errors"
   else
-    wrk -t"$THREADS" -c"$CONNECTIONS" -d"$DURATION" --latency "$2" | tee "$WORK/$1.txt" | grep -E "Requests/sec|Latency |99%|Non-2xx|Socket errors"
+    wrk -t"$THREADS" -c"$CONNECTIONS" -d"$DURATION" --latency "$2" | tee "$WORK/$1.txt" | grep -E "requests in|Requests/sec|Latency |99%|Non-2xx|Socket errors"
   fi
 }
 
 bench_backend() { # name database_url
-  local port url callee run
+  local port url callee server
   port=$(free_port)
   DATABASE_URL=$2 CARDGATE_LISTEN="127.0.0.1:$port" CARDGATE_ADMIN_TOKEN=$TOKEN \
   CARDGATE_ALLOW_NETWORKS=127.0.0.0/8 CARDGATE_PUBLIC_URL="http://127.0.0.1:$port/" \
   CARDGATE_RATE_LIMIT_PER_SEC=10000000 CARDGATE_RATE_LIMIT_BURST=10000000 \
   CARDGATE_REFRESH_SCHEDULE="0 0 0 1 1 *" RUST_LOG=warn \
     "$BIN/cardgate" serve > "$WORK/$1.log" 2>&1 &
+  server=$!
   pids+=($!)
   wait_ready "http://127.0.0.1:$port/readyz"
   url="http://127.0.0.1:$port"
@@ -60,8 +69,16 @@ bench_backend() { # name database_url
     [ "$gate" = lifecycle-trusted ] && break; sleep 0.2
   done
   echo "subject: $gate"
-  curl -fsS -H "Authorization: Bearer $TOKEN" "$url/v1/trust?callee_id=$callee&caller_version=1.0&requires=streaming,pushNotifications" | head -c 300; echo
-  run_wrk "$1" "$url/v1/trust?callee_id=$callee&caller_version=1.0&requires=streaming,pushNotifications" "Authorization: Bearer $TOKEN"
+  # Callers ask with a reader key, as they would in production: one key lookup per request.
+  reader=$(curl -fsS -H "Authorization: Bearer $TOKEN" -H 'content-type: application/json' \
+    -d '{"name":"bench","role":"reader"}' "$url/v1/keys" | python3 -c 'import sys,json; print(json.load(sys.stdin)["key"])')
+  curl -fsS -H "Authorization: Bearer $reader" "$url/v1/trust?callee_id=$callee&caller_version=1.0&requires=streaming,pushNotifications" | head -c 300; echo
+  local pg_before pg_after cg_before cg_after
+  cg_before=$(cpu_of "$server"); pg_before=$(cpu_of $(pgrep -x postgres || true))
+  run_wrk "$1" "$url/v1/trust?callee_id=$callee&caller_version=1.0&requires=streaming,pushNotifications" "Authorization: Bearer $reader"
+  cg_after=$(cpu_of "$server"); pg_after=$(cpu_of $(pgrep -x postgres || true))
+  report_cpu "$1" "$(requests_of "$1")" "$cg_before" "$cg_after" "cardgate"
+  if [ "$1" = postgres ]; then report_cpu "$1" "$(requests_of "$1")" "$pg_before" "$pg_after" "postgres (all backends)"; fi
 }
 
 CEILING_PORT=$(free_port)

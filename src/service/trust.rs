@@ -20,11 +20,15 @@ pub async fn decide(
     callee_id: CalleeId,
     posture: &Posture,
 ) -> Result<Decision, ServiceError> {
-    store
-        .callee(callee_id)
-        .await
-        .map_err(|e| not_found(e, callee_id))?;
     let subject = store.subject(callee_id, posture.caller_version).await?;
+    // A subject implies its callee; only without one is the callee's existence in question.
+    // (Every round trip counts here: this is the hot path of the service.)
+    if subject.is_none() {
+        store
+            .callee(callee_id)
+            .await
+            .map_err(|e| not_found(e, callee_id))?;
+    }
     let snapshot = store.latest_snapshot(callee_id).await?;
     let input = DecisionInput {
         card: snapshot
