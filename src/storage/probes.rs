@@ -24,6 +24,30 @@ pub(crate) trait QueueProbe {
     async fn queue_probe(&mut self, run: &ProbeRun, job: &Job) -> Result<bool, StoreError>;
 }
 
+/// Inserts a queued run (no evidence yet).
+fn insert_run_query<DB>(
+    run: &ProbeRun,
+) -> sqlx::query::Query<'static, DB, <DB as sqlx::Database>::Arguments>
+where
+    DB: sqlx::Database,
+    Uuid: for<'q> sqlx::Encode<'q, DB> + sqlx::Type<DB>,
+    String: for<'q> sqlx::Encode<'q, DB> + sqlx::Type<DB>,
+    DateTime<Utc>: for<'q> sqlx::Encode<'q, DB> + sqlx::Type<DB>,
+{
+    sqlx::query(
+        "insert into probe_runs (id, callee_id, protocol_version, status, reason, requested_by, \
+         created_at, push_token) values ($1, $2, $3, $4, $5, $6, $7, $8)",
+    )
+    .bind(run.id.0)
+    .bind(run.callee_id.0)
+    .bind(run.protocol_version.to_string())
+    .bind(run.status.as_str().to_string())
+    .bind(run.reason.clone())
+    .bind(run.requested_by.clone())
+    .bind(run.created_at)
+    .bind(run.push_token.clone())
+}
+
 macro_rules! impl_queue_probe {
     ($db:ty) => {
         impl QueueProbe for sqlx::Transaction<'static, $db> {
@@ -31,20 +55,7 @@ macro_rules! impl_queue_probe {
                 // The job references the run, so the run goes first; if the job is a duplicate
                 // the run is taken back in the same transaction. (`on conflict do nothing`
                 // waits for a concurrent enqueue of the same subject, then skips.)
-                sqlx::query(
-                    "insert into probe_runs (id, callee_id, protocol_version, status, reason, \
-                     requested_by, created_at, push_token) values ($1, $2, $3, $4, $5, $6, $7, $8)",
-                )
-                .bind(run.id.0)
-                .bind(run.callee_id.0)
-                .bind(run.protocol_version.to_string())
-                .bind(run.status.as_str())
-                .bind(&run.reason)
-                .bind(&run.requested_by)
-                .bind(run.created_at)
-                .bind(&run.push_token)
-                .execute(&mut **self)
-                .await?;
+                insert_run_query(run).execute(&mut **self).await?;
                 let queued = insert_job_query(job, OnDuplicate::Skip)
                     .execute(&mut **self)
                     .await?
@@ -350,21 +361,7 @@ impl Store {
     /// Creates a fresh queued run for a probe job whose previous run was cut short.
     pub async fn insert_probe_run(&self, run: &ProbeRun) -> Result<(), StoreError> {
         dispatch!(self, |pool| {
-            sqlx::query(
-                "insert into probe_runs (id, callee_id, protocol_version, status, reason, requested_by, \
-                 created_at, push_token) values ($1, $2, $3, $4, $5, $6, $7, $8)",
-            )
-            .bind(run.id.0)
-            .bind(run.callee_id.0)
-            .bind(run.protocol_version.to_string())
-            .bind(run.status.as_str())
-            .bind(&run.reason)
-            .bind(&run.requested_by)
-            .bind(run.created_at)
-            .bind(&run.push_token)
-            .execute(pool)
-            .await
-            .map(drop)
+            insert_run_query(run).execute(pool).await.map(drop)
         })?;
         Ok(())
     }
