@@ -81,6 +81,7 @@ pub struct Jwks {
 pub struct PublicJwk {
     pub kty: KeyType,
     #[schema(min_length = 1, max_length = 100)]
+    #[serde(deserialize_with = "key_id")]
     pub kid: String,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub crv: Option<String>,
@@ -112,6 +113,18 @@ pub struct PublicJwk {
     pub alg: Option<String>,
     #[serde(rename = "use", skip_serializing_if = "Option::is_none")]
     pub key_use: Option<String>,
+}
+
+/// A `kid` as the schema documents it: 1 to 100 characters (it names the key in logs and
+/// errors, and is matched against the signatures' headers).
+fn key_id<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<String, D::Error> {
+    let kid = String::deserialize(deserializer)?;
+    match kid.chars().count() {
+        1..=100 => Ok(kid),
+        _ => Err(serde::de::Error::custom(
+            "`kid` must be 1 to 100 characters",
+        )),
+    }
 }
 
 #[derive(Debug, Clone, Copy, Deserialize, Serialize, ToSchema)]

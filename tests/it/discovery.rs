@@ -406,6 +406,37 @@ async fn cards_that_do_not_verify_are_refused() {
             .contains("unknown field `d`"),
         "{body}"
     );
+
+    // So are keys the schema's constraints rule out: an empty `kid`, a key parameter that is
+    // not unpadded base64url. Nothing is stored.
+    let public = agent.key.jwks()["keys"][0].clone();
+    let mut empty_kid = public.clone();
+    empty_kid["kid"] = json!("");
+    let mut padded_x = public.clone();
+    padded_x["x"] = json!(format!("{}=", public["x"].as_str().unwrap()));
+    for (key, expected) in [
+        (empty_kid, "`kid` must be 1 to 100 characters"),
+        (padded_x, "keys[0].x is not unpadded base64url"),
+    ] {
+        let (status, body) = server
+            .post(
+                "/v1/callees",
+                json!({"card_url": agent.url("/unsigned.json"), "trusted_keys": {"keys": [key]}}),
+            )
+            .await;
+        assert_eq!(status, 400, "{body}");
+        let message = body["error"]["message"].as_str().unwrap();
+        assert!(message.contains(expected), "{body}");
+    }
+    let (_, list) = server.get("/v1/callees").await;
+    assert!(
+        list["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|c| !c["card_url"].as_str().unwrap().ends_with("/unsigned.json")),
+        "{list}"
+    );
     server.stop().await;
 }
 

@@ -217,6 +217,18 @@ pub fn parse_jwks(value: &Value) -> Result<Vec<Jwk>, String> {
             if map.get("kid").and_then(Value::as_str).is_none() {
                 return Err(format!("keys[{i}] has no `kid`"));
             }
+            // josekit decodes key parameters only when it verifies; a malformed one is caught
+            // here, when the key is pinned, rather than at the next refresh.
+            for param in ["x", "y", "n", "e"] {
+                if let Some(v) = map.get(param) {
+                    let decoded = v.as_str().and_then(|s| URL_SAFE_NO_PAD.decode(s).ok());
+                    if decoded.is_none_or(|bytes| bytes.is_empty()) {
+                        return Err(format!(
+                            "keys[{i}].{param} is not unpadded base64url of at least one byte"
+                        ));
+                    }
+                }
+            }
             Jwk::from_map(map.clone()).map_err(|e| format!("keys[{i}] is not a valid JWK: {e}"))
         })
         .collect()

@@ -271,3 +271,27 @@ fn jwks_with_private_or_symmetric_keys_are_refused() {
     );
     assert!(parse_jwks(&json!([1])).is_err());
 }
+
+#[test]
+fn jwks_with_malformed_key_parameters_are_refused() {
+    let jwks: Value = serde_json::from_str(fixture!("signed/jwks.json")).unwrap();
+    let good = jwks["keys"][0].clone();
+    assert!(good.get("x").is_some(), "the fixture key is an EC key");
+    assert!(parse_jwks(&json!({"keys": [good]})).is_ok());
+    // Padded, standard alphabet, non-canonical trailing bits, empty, not a string.
+    for bad in [
+        json!("AQAB="),
+        json!("a+b/"),
+        json!("AB"),
+        json!(""),
+        json!(65537),
+    ] {
+        let mut key = good.clone();
+        key["x"] = bad.clone();
+        let err = parse_jwks(&json!({"keys": [key]})).unwrap_err();
+        assert!(
+            err.contains("keys[0].x is not unpadded base64url"),
+            "{bad}: {err}"
+        );
+    }
+}
