@@ -72,6 +72,7 @@ pub struct ProbeText(pub String);
 #[serde(deny_unknown_fields)]
 pub struct Jwks {
     #[schema(max_items = 20)]
+    #[serde(deserialize_with = "at_most_20_keys")]
     pub keys: Vec<PublicJwk>,
 }
 
@@ -113,6 +114,21 @@ pub struct PublicJwk {
     pub alg: Option<String>,
     #[serde(rename = "use", skip_serializing_if = "Option::is_none")]
     pub key_use: Option<String>,
+}
+
+/// A JWKS is a handful of keys; twenty is generous for rotation and still bounds the work of
+/// matching each signature against them.
+fn at_most_20_keys<'de, D: serde::Deserializer<'de>>(
+    deserializer: D,
+) -> Result<Vec<PublicJwk>, D::Error> {
+    let keys = Vec::<PublicJwk>::deserialize(deserializer)?;
+    if keys.len() > 20 {
+        return Err(serde::de::Error::custom(format!(
+            "a JWKS holds at most 20 keys, not {}",
+            keys.len()
+        )));
+    }
+    Ok(keys)
 }
 
 /// A `kid` as the schema documents it: 1 to 100 characters (it names the key in logs and

@@ -414,14 +414,18 @@ async fn cards_that_do_not_verify_are_refused() {
     empty_kid["kid"] = json!("");
     let mut padded_x = public.clone();
     padded_x["x"] = json!(format!("{}=", public["x"].as_str().unwrap()));
-    for (key, expected) in [
-        (empty_kid, "`kid` must be 1 to 100 characters"),
-        (padded_x, "keys[0].x is not unpadded base64url"),
+    for (keys, expected) in [
+        (vec![empty_kid], "`kid` must be 1 to 100 characters"),
+        (vec![padded_x], "keys[0].x is not unpadded base64url"),
+        (
+            vec![public.clone(); 21],
+            "a JWKS holds at most 20 keys, not 21",
+        ),
     ] {
         let (status, body) = server
             .post(
                 "/v1/callees",
-                json!({"card_url": agent.url("/unsigned.json"), "trusted_keys": {"keys": [key]}}),
+                json!({"card_url": agent.url("/unsigned.json"), "trusted_keys": {"keys": keys}}),
             )
             .await;
         assert_eq!(status, 400, "{body}");
