@@ -278,6 +278,11 @@ pub struct ScheduleArgs {
     #[arg(long, env = "CARDGATE_JOB_LEASE_SECS", default_value_t = 30)]
     pub job_lease_secs: u64,
 
+    /// Finished jobs stay listed in /v1/jobs this many seconds, then the refresh sweep prunes
+    /// them (what they did is in the ledger and the probe runs).
+    #[arg(long, env = "CARDGATE_JOB_RETENTION_SECS", default_value_t = 24 * 3600)]
+    pub job_retention_secs: u64,
+
     /// Queue probes when registration or a refresh reveals a new version or capability.
     #[arg(long, env = "CARDGATE_PROBE_ON_CHANGE", default_value_t = true, action = clap::ArgAction::Set)]
     pub probe_on_change: bool,
@@ -301,6 +306,7 @@ impl ScheduleArgs {
                 ),
             },
             probe_on_change: self.probe_on_change,
+            job_retention: Duration::from_secs(self.job_retention_secs),
             ..ScheduleSettings::default()
         })
     }
