@@ -3,18 +3,69 @@
 //! axum's own `Json`, `Query` and `Path` answer malformed input with plain-text bodies; these
 //! wrappers turn every rejection into an [`ApiError`] with a precise message.
 
-use axum::extract::rejection::{JsonRejection, PathRejection, QueryRejection};
-use axum::extract::{FromRequest, FromRequestParts};
-use axum::http::StatusCode;
+use axum::body::Bytes;
+use axum::extract::rejection::{
+    JsonRejection, MissingJsonContentType, PathRejection, QueryRejection,
+};
+use axum::extract::{FromRequest, FromRequestParts, Request};
+use axum::http::header::CONTENT_TYPE;
+use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
+use serde::de::DeserializeOwned;
 
 use super::error::ApiError;
 
 /// `axum::Json` with enveloped rejections (including unknown fields, via `deny_unknown_fields`
-/// on the body types).
-#[derive(Debug, Clone, Copy, Default, FromRequest)]
-#[from_request(via(axum::Json), rejection(ApiError))]
+/// on the body types), and one more rule: every request body of this API is a JSON object.
+/// (serde's derived `Deserialize` also builds a struct from an array, so `[null]` would
+/// otherwise be read as an empty request.)
+#[derive(Debug, Clone, Copy, Default)]
 pub struct Json<T>(pub T);
+
+impl<T, S> FromRequest<S> for Json<T>
+where
+    T: DeserializeOwned,
+    S: Send + Sync,
+{
+    type Rejection = ApiError;
+
+    async fn from_request(req: Request, state: &S) -> Result<Self, ApiError> {
+        let bytes = {
+            // axum's checks, in axum's order: content type, body limit, syntax, schema.
+            let (parts, body) = req.into_parts();
+            if !is_json(&parts.headers) {
+                return Err(JsonRejection::from(MissingJsonContentType::default()).into());
+            }
+            Bytes::from_request(Request::from_parts(parts, body), state)
+                .await
+                .map_err(JsonRejection::from)?
+        };
+        let axum::Json(value) = axum::Json::<T>::from_bytes(&bytes)?;
+        if bytes.trim_ascii_start().first() != Some(&b'{') {
+            return Err(ApiError::bad_request(
+                "invalid_body",
+                "the body does not match the schema: it must be a JSON object",
+            ));
+        }
+        Ok(Json(value))
+    }
+}
+
+/// `Content-Type: application/json` or `application/<something>+json`, as axum accepts.
+fn is_json(headers: &HeaderMap) -> bool {
+    let Some(essence) = headers
+        .get(CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.split(';').next())
+        .map(|v| v.trim().to_ascii_lowercase())
+    else {
+        return false;
+    };
+    essence == "application/json"
+        || essence
+            .strip_prefix("application/")
+            .is_some_and(|sub| sub.ends_with("+json"))
+}
 
 impl<T: serde::Serialize> IntoResponse for Json<T> {
     fn into_response(self) -> Response {

@@ -111,6 +111,17 @@ async fn bad_requests_get_the_envelope(db: TestDb) {
             "invalid_body",
         ),
         (
+            "an array where an object belongs (serde would read it field by field)",
+            post_raw(
+                r#"["https://a.example", null, null, null]"#,
+                "application/json",
+            )
+            .await
+            .unwrap(),
+            400,
+            "invalid_body",
+        ),
+        (
             "wrong type",
             post_raw(r#"{"card_url":5}"#, "application/json")
                 .await
