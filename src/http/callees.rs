@@ -11,7 +11,7 @@ use uuid::Uuid;
 use super::auth::Caller;
 use super::cards::SnapshotSummary;
 use super::error::{ApiError, ErrorBody};
-use super::extract::{Json, Path, Query};
+use super::extract::{self, Json, Path, Query};
 use super::ledger::EventView;
 use super::views::GateStateView;
 use crate::app::AppState;
@@ -37,8 +37,10 @@ pub struct CreateCallee {
     pub name: Option<String>,
     /// A JWKS to pin for this callee: only these keys will verify its card (its `jku` is then
     /// ignored). Public keys only.
+    #[serde(default, deserialize_with = "extract::object_or_null")]
     pub trusted_keys: Option<Jwks>,
     /// What the probe says to this callee; unset fields take neutral defaults.
+    #[serde(default, deserialize_with = "extract::object_or_null")]
     pub probe: Option<ProbeScriptBody>,
 }
 
@@ -121,7 +123,7 @@ pub struct PublicJwk {
 fn at_most_20_keys<'de, D: serde::Deserializer<'de>>(
     deserializer: D,
 ) -> Result<Vec<PublicJwk>, D::Error> {
-    let keys = Vec::<PublicJwk>::deserialize(deserializer)?;
+    let keys: Vec<PublicJwk> = extract::objects(deserializer)?;
     if keys.len() > 20 {
         return Err(serde::de::Error::custom(format!(
             "a JWKS holds at most 20 keys, not {}",
@@ -178,6 +180,7 @@ impl From<ProbeScriptBody> for ProbeScript {
 #[serde(deny_unknown_fields)]
 pub struct TrustedKeys {
     /// A JWKS (`{"keys":[…]}`) of public keys, or `null`.
+    #[serde(default, deserialize_with = "extract::object_or_null")]
     pub trusted_keys: Option<Jwks>,
 }
 

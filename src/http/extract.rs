@@ -11,6 +11,7 @@ use axum::extract::{FromRequest, FromRequestParts, Request};
 use axum::http::header::CONTENT_TYPE;
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
+use serde::Deserialize;
 use serde::de::DeserializeOwned;
 
 use super::error::ApiError;
@@ -130,4 +131,62 @@ fn source_text(err: &(dyn std::error::Error + 'static)) -> String {
         current = next;
     }
     current.to_string()
+}
+
+/// For a field whose type is a struct: serde would also build it from an array (field by
+/// field), which the schema does not allow. Use with `#[serde(deserialize_with = "...")]`.
+pub fn object<'de, D, T>(deserializer: D) -> Result<T, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: DeserializeOwned,
+{
+    match serde_json::Value::deserialize(deserializer)? {
+        value @ serde_json::Value::Object(_) => {
+            serde_json::from_value(value).map_err(serde::de::Error::custom)
+        }
+        other => Err(serde::de::Error::custom(format!(
+            "expected an object, found {}",
+            json_kind(&other)
+        ))),
+    }
+}
+
+/// [`object`] for an optional field (`null` or absent is `None`); pair it with
+/// `#[serde(default)]`.
+pub fn object_or_null<'de, D, T>(deserializer: D) -> Result<Option<T>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: DeserializeOwned,
+{
+    match Option::<serde_json::Value>::deserialize(deserializer)? {
+        None => Ok(None),
+        Some(value) => object(value).map(Some).map_err(serde::de::Error::custom),
+    }
+}
+
+/// [`object`] for each element of an array.
+pub fn objects<'de, D, T>(deserializer: D) -> Result<Vec<T>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: DeserializeOwned,
+{
+    Vec::<serde_json::Value>::deserialize(deserializer)?
+        .into_iter()
+        .enumerate()
+        .map(|(i, value)| {
+            object(value)
+                .map_err(|e: serde_json::Error| serde::de::Error::custom(format!("[{i}]: {e}")))
+        })
+        .collect()
+}
+
+fn json_kind(value: &serde_json::Value) -> &'static str {
+    match value {
+        serde_json::Value::Null => "null",
+        serde_json::Value::Bool(_) => "a boolean",
+        serde_json::Value::Number(_) => "a number",
+        serde_json::Value::String(_) => "a string",
+        serde_json::Value::Array(_) => "an array",
+        serde_json::Value::Object(_) => "an object",
+    }
 }

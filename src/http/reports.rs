@@ -28,6 +28,7 @@ pub struct CreateReport {
     /// For the status triggers: `{"observed": [A2A task / status-update / TaskStatus objects, in
     /// the order seen]}`. For `push-registration-failed`: `{"attempts": [{"http_status": 500},
     /// {"jsonrpc_error": {"code": -32603, "message": "…"}}]}`.
+    #[serde(deserialize_with = "super::extract::object")]
     pub evidence: EvidenceBody,
 }
 

@@ -122,6 +122,17 @@ async fn bad_requests_get_the_envelope(db: TestDb) {
             "invalid_body",
         ),
         (
+            "an array where a nested object belongs",
+            post_raw(
+                r#"{"card_url":"https://a.example","probe":["hello",null,null,null]}"#,
+                "application/json",
+            )
+            .await
+            .unwrap(),
+            400,
+            "invalid_body",
+        ),
+        (
             "wrong type",
             post_raw(r#"{"card_url":5}"#, "application/json")
                 .await

@@ -421,6 +421,10 @@ async fn cards_that_do_not_verify_are_refused() {
             vec![public.clone(); 21],
             "a JWKS holds at most 20 keys, not 21",
         ),
+        (
+            vec![json!(["EC", "k"])],
+            "[0]: expected an object, found an array",
+        ),
     ] {
         let (status, body) = server
             .post(
