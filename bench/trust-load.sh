@@ -36,8 +36,8 @@ wait_ready "http://127.0.0.1:$AGENT_PORT/.well-known/agent-card.json"
 cpu_of() { local t=0 pid; for pid in "$@"; do t=$((t + $(awk '{print $14+$15}' "/proc/$pid/stat" 2>/dev/null || echo 0))); done; echo "scale=3; $t / $(getconf CLK_TCK)" | bc; }
 # Requests wrk completed, from its summary.
 requests_of() { awk '/requests in/ {print $1}' "$WORK/$1.txt"; }
-report_cpu() { # name requests cpu_before cpu_after label
-  echo "$5 CPU: $(echo "scale=1; ($4 - $3) * 1000000 / $2" | bc) us/request"
+report_cpu() { # label requests cpu_before cpu_after
+  echo "$1 CPU: $(echo "scale=1; ($4 - $3) * 1000000 / $2" | bc) us/request"
 }
 
 run_wrk() { # name url [header]
@@ -77,8 +77,8 @@ bench_backend() { # name database_url
   cg_before=$(cpu_of "$server"); pg_before=$(cpu_of $(pgrep -x postgres || true))
   run_wrk "$1" "$url/v1/trust?callee_id=$callee&caller_version=1.0&requires=streaming,pushNotifications" "Authorization: Bearer $reader"
   cg_after=$(cpu_of "$server"); pg_after=$(cpu_of $(pgrep -x postgres || true))
-  report_cpu "$1" "$(requests_of "$1")" "$cg_before" "$cg_after" "cardgate"
-  if [ "$1" = postgres ]; then report_cpu "$1" "$(requests_of "$1")" "$pg_before" "$pg_after" "postgres (all backends)"; fi
+  report_cpu cardgate "$(requests_of "$1")" "$cg_before" "$cg_after"
+  if [ "$1" = postgres ]; then report_cpu "postgres (all backends)" "$(requests_of "$1")" "$pg_before" "$pg_after"; fi
 }
 
 CEILING_PORT=$(free_port)

@@ -26,7 +26,7 @@ use cardgate::domain::time;
 use cardgate::domain::version::ProtocolVersion;
 use cardgate::remote::NetworkPolicy;
 use cardgate::service::{schedule, worker};
-use cardgate::storage::{DatabaseTarget, PoolSettings, Store};
+use cardgate::storage::DatabaseTarget;
 use serde_json::json;
 
 const ETAG: &str = "\"card-v1\"";
@@ -82,12 +82,6 @@ async fn main() -> anyhow::Result<()> {
     let (target, pg_db) = match std::env::var("BENCH_DATABASE_URL") {
         Ok(admin) => {
             let name = format!("cardgate_bench_{}", std::process::id());
-            let store = Store::connect(
-                &DatabaseTarget::Postgres(admin.clone()),
-                &PoolSettings::default(),
-            )
-            .await?;
-            drop(store);
             let mut conn = <sqlx::PgConnection as sqlx::Connection>::connect(&admin).await?;
             sqlx::query(sqlx::AssertSqlSafe(format!("create database {name}")))
                 .execute(&mut conn)

@@ -84,15 +84,19 @@ impl Ticks {
 /// callee with a refresh already queued or running is skipped by the queue's dedup key.
 pub async fn refresh_sweep(state: &AppState) -> anyhow::Result<usize> {
     let now = state.now();
-    let retention =
-        chrono::Duration::from_std(state.schedule.job_retention).unwrap_or(chrono::Duration::MAX);
-    let pruned = state
-        .store
-        .prune_jobs(now - retention, 50_000)
-        .await
-        .context("pruning finished jobs")?;
-    if pruned > 0 {
-        tracing::debug!(pruned, "pruned finished jobs");
+    // A retention too long to subtract from now keeps every job.
+    let cutoff = chrono::Duration::from_std(state.schedule.job_retention)
+        .ok()
+        .and_then(|retention| now.checked_sub_signed(retention));
+    if let Some(cutoff) = cutoff {
+        let pruned = state
+            .store
+            .prune_jobs(cutoff, 50_000)
+            .await
+            .context("pruning finished jobs")?;
+        if pruned > 0 {
+            tracing::debug!(pruned, "pruned finished jobs");
+        }
     }
     let due = state
         .store

@@ -64,25 +64,30 @@ macro_rules! job_columns {
     };
 }
 
-/// Marks a job done if `owner` still holds it (used inside the transaction that records the
-/// job's outcome, so the outcome and the completion commit together).
+/// Marks a job done (or, with an error, failed for good) if `owner` still holds it. Also used
+/// inside the transaction that records a job's outcome, so the two commit together.
 pub(super) fn finish_job_query<DB>(
     id: JobId,
     owner: &str,
+    error: Option<&str>,
     now: Timestamp,
 ) -> sqlx::query::Query<'static, DB, <DB as sqlx::Database>::Arguments>
 where
     DB: sqlx::Database,
     Uuid: for<'q> sqlx::Encode<'q, DB> + sqlx::Type<DB>,
     String: for<'q> sqlx::Encode<'q, DB> + sqlx::Type<DB>,
+    Option<String>: for<'q> sqlx::Encode<'q, DB> + sqlx::Type<DB>,
     DateTime<Utc>: for<'q> sqlx::Encode<'q, DB> + sqlx::Type<DB>,
 {
+    let status = if error.is_some() { "failed" } else { "done" };
     sqlx::query(
-        "update jobs set status = 'done', lease_owner = null, lease_until = null, updated_at = $3 \
-         where id = $1 and lease_owner = $2",
+        "update jobs set status = $3, last_error = $4, lease_owner = null, lease_until = null, \
+         updated_at = $5 where id = $1 and lease_owner = $2",
     )
     .bind(id.0)
     .bind(owner.to_string())
+    .bind(status.to_string())
+    .bind(error.map(str::to_string))
     .bind(now)
 }
 
@@ -268,20 +273,11 @@ impl Store {
         error: Option<&str>,
         now: Timestamp,
     ) -> Result<bool, StoreError> {
-        let status = if error.is_some() { "failed" } else { "done" };
         let n = dispatch!(self, |pool| {
-            sqlx::query(
-                "update jobs set status = $3, last_error = $4, lease_owner = null, lease_until = null, \
-                 updated_at = $5 where id = $1 and lease_owner = $2",
-            )
-            .bind(id.0)
-            .bind(owner)
-            .bind(status)
-            .bind(error)
-            .bind(now)
-            .execute(pool)
-            .await
-            .map(|r| r.rows_affected())
+            finish_job_query(id, owner, error, now)
+                .execute(pool)
+                .await
+                .map(|r| r.rows_affected())
         })?;
         Ok(n == 1)
     }

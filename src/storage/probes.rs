@@ -327,7 +327,7 @@ impl Store {
             .execute(&mut *tx)
             .await?;
             if let Some((job, owner)) = job {
-                super::jobs::finish_job_query(job, owner, now)
+                super::jobs::finish_job_query(job, owner, None, now)
                     .execute(&mut *tx)
                     .await?;
             }

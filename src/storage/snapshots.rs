@@ -185,7 +185,7 @@ impl Store {
                 tx.queue_probe(run, probe).await?;
             }
             if let Some((job, owner)) = job {
-                super::jobs::finish_job_query(job, owner, now)
+                super::jobs::finish_job_query(job, owner, None, now)
                     .execute(&mut *tx)
                     .await?;
             }
