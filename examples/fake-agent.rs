@@ -31,6 +31,9 @@ struct Args {
     /// Advertise stateTransitionHistory (v0.3-only cards).
     #[arg(long)]
     state_transition_history: bool,
+    /// Milliseconds between the states of a task (0: all at once, like the SDK samples).
+    #[arg(long, default_value_t = 0)]
+    step_delay_ms: u64,
 }
 
 #[tokio::main]
@@ -50,7 +53,7 @@ async fn main() -> std::io::Result<()> {
         push: args.push,
         state_transition_history: args.state_transition_history,
         sign: true,
-        step_delay: Duration::from_millis(150),
+        step_delay: Duration::from_millis(args.step_delay_ms),
     };
     let agent = FakeAgent::start_on(&args.listen, config, args.behaviour).await?;
     println!(

@@ -56,7 +56,8 @@ pub struct FakeAgentConfig {
     pub state_transition_history: bool,
     /// Sign the card (ES256, jku on the agent's origin).
     pub sign: bool,
-    /// Delay between states of a task running in the background.
+    /// Delay between states of a task running in the background; none by default, like the
+    /// SDK samples, which finish a task in milliseconds.
     pub step_delay: Duration,
 }
 
@@ -68,7 +69,7 @@ impl Default for FakeAgentConfig {
             push: true,
             state_transition_history: false,
             sign: true,
-            step_delay: Duration::from_millis(150),
+            step_delay: Duration::ZERO,
         }
     }
 }
@@ -334,6 +335,7 @@ async fn dispatch(s: Arc<Shared>, req: Value, v1: bool) -> Response {
                 Ok(turn) => turn,
                 Err((code, msg)) => return rpc_error(&req, code, msg),
             };
+            register_inline(&s, &task_id, params, v1);
             if non_blocking {
                 // A new task answers `submitted`; a follow-up answers `working` at once.
                 let follow_up = !params["message"]["taskId"].is_null();
@@ -427,6 +429,25 @@ async fn dispatch(s: Arc<Shared>, req: Value, v1: bool) -> Response {
         }
         _ => rpc_error(&req, -32601, "Method not found"),
     }
+}
+
+/// Registers the webhook a send carries in its configuration (v1.0
+/// `taskPushNotificationConfig`, v0.3 `pushNotificationConfig`), as the SDKs do.
+fn register_inline(s: &Shared, task_id: &str, params: &Value, v1: bool) {
+    let config = &params["configuration"][if v1 {
+        "taskPushNotificationConfig"
+    } else {
+        "pushNotificationConfig"
+    }];
+    if !s.config.push || !config.is_object() {
+        return;
+    }
+    let push = Push {
+        url: config["url"].as_str().unwrap_or_default().to_string(),
+        token: config["token"].as_str().unwrap_or_default().to_string(),
+        v1,
+    };
+    lock(&s.pushes).insert(task_id.to_string(), push);
 }
 
 /// Starts a turn: a new task (submitted) or a follow-up on an interrupted one. Returns the
@@ -664,6 +685,7 @@ fn stream(s: Arc<Shared>, req: Value, v1: bool, behaviour: Behaviour) -> Respons
         Ok(turn) => turn,
         Err((code, msg)) => return rpc_error(&req, code, msg),
     };
+    register_inline(&s, &task_id, &req["params"], v1);
     let is_new = req["params"]["message"]["taskId"].is_null();
     match behaviour {
         Behaviour::TwoTerminalEvents => {
@@ -690,7 +712,7 @@ fn stream(s: Arc<Shared>, req: Value, v1: bool, behaviour: Behaviour) -> Respons
                 .await;
         }
         for (i, u) in updates.iter().enumerate() {
-            tokio::time::sleep(Duration::from_millis(10)).await;
+            tokio::time::sleep(s.config.step_delay).await;
             apply(&s, &task_id, u, behaviour);
             let event = event_json(&s, &task_id, u, v1);
             notify(&s, &task_id, u).await;

@@ -49,7 +49,7 @@ pub struct ProbeArgs {
     #[arg(long = "follow-up")]
     pub follow_ups: Vec<String>,
 
-    /// The first message of the push task (it should keep the task open for a moment).
+    /// The first message of the push task (default: the lifecycle message).
     #[arg(long)]
     pub push_message: Option<String>,
 

@@ -54,9 +54,8 @@ pub struct ProbeScriptBody {
     /// Texts for `input-required` turns, in order.
     #[schema(max_items = 8, inline)]
     pub follow_ups: Option<Vec<ProbeText>>,
-    /// The first message of the push task; it should keep the task open (slow, or asking for
-    /// input) long enough for the webhook to be registered. Default: `message`.
-    #[schema(min_length = 1, max_length = 2000, pattern = r"\S")]
+    /// The first message of the push task, sent with cardgate's webhook inline in its
+    /// configuration, so that even a task that finishes at once notifies. Default: `message`.
     pub push_message: Option<String>,
     /// A task started with this text is canceled, and the cancel is checked.
     #[schema(min_length = 1, max_length = 2000, pattern = r"\S")]

@@ -129,6 +129,9 @@ pub struct Outgoing<'a> {
     pub context_id: Option<&'a str>,
     /// Return at once instead of blocking until a terminal or interrupted state.
     pub non_blocking: bool,
+    /// A webhook (URL, token) given inline in the message's configuration, so that a task
+    /// that finishes at once still notifies.
+    pub webhook: Option<(&'a str, &'a str)>,
 }
 
 pub struct A2aClient {
@@ -165,6 +168,11 @@ impl A2aClient {
 
     pub fn wire(&self) -> Wire {
         self.wire
+    }
+
+    /// The number the next call will be given.
+    pub fn next_call(&self) -> u32 {
+        self.next_call
     }
 
     pub fn transcript(&self) -> &[Exchange] {
@@ -210,17 +218,32 @@ impl A2aClient {
         if let Some(context_id) = out.context_id {
             message["contextId"] = context_id.into();
         }
-        let configuration = match self.wire {
+        let mut configuration = match self.wire {
             Wire::JsonRpcV03 => json!({ "blocking": !out.non_blocking }),
             Wire::JsonRpcV1 | Wire::RestV1 => json!({ "returnImmediately": out.non_blocking }),
         };
+        if let Some((url, token)) = out.webhook {
+            let config = json!({ "url": url, "token": token });
+            match self.wire {
+                // v0.3 `MessageSendConfiguration.pushNotificationConfig`.
+                Wire::JsonRpcV03 => configuration["pushNotificationConfig"] = config,
+                // v1.0 `SendMessageConfiguration.taskPushNotificationConfig` (taskId left empty).
+                Wire::JsonRpcV1 | Wire::RestV1 => {
+                    configuration["taskPushNotificationConfig"] = config
+                }
+            }
+        }
         json!({ "message": message, "configuration": configuration })
     }
 
     /// SendMessage / message/send.
     pub async fn send(&mut self, step: &str, out: &Outgoing<'_>) -> (u32, Answer) {
         let params = self.message(out);
-        self.call(step, Op::Send, params).await
+        let (call, answer) = self.call(step, Op::Send, params).await;
+        if let Some((_, token)) = out.webhook {
+            self.redact(call, token);
+        }
+        (call, answer)
     }
 
     /// GetTask / tasks/get, with the full history unless `history_length` says otherwise.

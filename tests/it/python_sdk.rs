@@ -68,10 +68,9 @@ impl PythonAgent {
     }
 }
 
+/// The probe as any operator would leave it: the default script, nothing shaped for this agent.
 fn script() -> Value {
-    // `need-input` keeps the push task open (input-required) while the webhook is registered;
-    // the follow-up then drives it to its terminal state.
-    json!({"message": "hi", "follow_ups": ["more"], "push_message": "need-input"})
+    json!({})
 }
 
 fn condition<'a>(decision: &'a Value, id: &str) -> &'a Value {

@@ -7,12 +7,13 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use super::{
-    Finding, FindingStatus, Judgement, Level, Observations, PushRun, Source, Spelling, StreamEnd,
-    TaskRole, TaskState, Transition, Verdict,
+    Channel, Finding, FindingStatus, Judgement, Level, Observations, PushRun, Source, Spelling,
+    StreamEnd, TaskRole, TaskState, Transition, Verdict,
 };
 use crate::domain::capability::Capability;
 use crate::domain::decision::CapabilityOutcome;
 use crate::domain::gate::DemotionClass;
+use crate::domain::time::Timestamp;
 use crate::domain::version::ProtocolVersion;
 
 /// Judges one probe cycle of a subject at `version` whose interface advertises `advertised`.
@@ -51,7 +52,7 @@ pub fn evaluate(
             let finding = match cap {
                 Capability::Streaming => streaming(obs),
                 Capability::PushNotifications => push(obs.push.as_ref(), obs),
-                Capability::StateTransitionHistory => history(&lifecycle),
+                Capability::StateTransitionHistory => history(obs, &lifecycle),
             };
             let outcome = match finding.status {
                 FindingStatus::Pass => CapabilityOutcome::Passed,
@@ -73,7 +74,7 @@ pub fn evaluate(
         }
     }
 
-    let verdict = verdict(&findings, &capabilities, obs);
+    let verdict = verdict(&findings, obs);
     Judgement {
         findings,
         capabilities,
@@ -153,29 +154,38 @@ fn path_text(states: &[TaskState]) -> String {
 
 fn full_lifecycle(obs: &Observations, lifecycle: &[&Transition]) -> Finding {
     const CODE: &str = "LC-FULL-LIFECYCLE";
-    // Push and get observations may arrive out of order; the path is read from what the task
-    // itself reported in order: responses and stream events, then gets.
-    let ordered: Vec<&Transition> = lifecycle
-        .iter()
-        .copied()
-        .filter(|t| t.source != Source::Push)
+    // Which states were seen is read from every channel; their order only from within one
+    // channel, or from the agent's own timestamps (trust-model.md, rule 3).
+    let seen = seen_text(lifecycle);
+    let saw = |p: fn(TaskState) -> bool| lifecycle.iter().any(|t| p(t.state));
+    let submitted = saw(|s| s == TaskState::Submitted);
+    let working = saw(|s| s == TaskState::Working);
+    let terminal = saw(TaskState::is_terminal);
+    let backwards: Vec<String> = out_of_order(lifecycle)
+        .into_iter()
+        .filter(|o| o.later.state == TaskState::Submitted && !o.earlier.state.is_terminal())
+        .map(|o| o.describe())
         .collect();
-    let states = path(&ordered);
-    let seen = path_text(&states);
-    let submitted = states.iter().position(|s| *s == TaskState::Submitted);
-    let working = states.iter().position(|s| *s == TaskState::Working);
-    let terminal = states.iter().position(|s| s.is_terminal());
     match (submitted, working, terminal) {
-        (Some(s), Some(w), Some(t)) if s < w && w < t => {
+        (true, true, true) if backwards.is_empty() => {
             finding(CODE, Level::Policy, Pass, format!("observed {seen}"))
         }
+        (true, true, true) => finding(
+            CODE,
+            Level::Policy,
+            Fail,
+            format!(
+                "observed {seen}, but not in the order submitted → working → terminal: {}",
+                backwards.join("; ")
+            ),
+        ),
         _ if obs.message_only.contains(&TaskRole::Lifecycle) => finding(
             CODE,
             Level::Policy,
             NotExercised,
             "the agent answered with a Message, so no task lifecycle was observed",
         ),
-        (_, _, None) if obs.follow_ups_exhausted => finding(
+        (_, _, false) if obs.follow_ups_exhausted => finding(
             CODE,
             Level::Policy,
             NotExercised,
@@ -183,31 +193,125 @@ fn full_lifecycle(obs: &Observations, lifecycle: &[&Transition]) -> Finding {
                 "observed {seen}: the task kept asking for input after the probe script's follow-ups ran out"
             ),
         ),
-        (None, _, _) => finding(
+        (false, _, _) => finding(
             CODE,
             Level::Policy,
             Fail,
             format!("observed {seen}: submitted was never observed"),
         ),
-        (_, None, _) => finding(
+        (_, false, _) => finding(
             CODE,
             Level::Policy,
             Fail,
             format!("observed {seen}: working was never observed"),
         ),
-        (_, _, None) => finding(
+        (_, _, false) => finding(
             CODE,
             Level::Policy,
             Fail,
             format!("observed {seen}: the task never reached a terminal state"),
         ),
-        _ => finding(
-            CODE,
-            Level::Policy,
-            Fail,
-            format!("observed {seen}: not in the order submitted → working → terminal"),
-        ),
     }
+}
+
+/// The states each channel saw, in its own order: `stream 1: submitted → working → completed;
+/// GetTask answers: completed`.
+fn seen_text(transitions: &[&Transition]) -> String {
+    let by_channel = by_channel(transitions);
+    if by_channel.is_empty() {
+        return "nothing".into();
+    }
+    by_channel
+        .iter()
+        .map(|(channel, ts)| format!("{channel}: {}", path_text(&path(ts))))
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
+/// Transitions grouped by the channel that carried them, each group in arrival order.
+fn by_channel<'a>(transitions: &[&'a Transition]) -> BTreeMap<Channel, Vec<&'a Transition>> {
+    let mut channels: BTreeMap<Channel, Vec<&Transition>> = BTreeMap::new();
+    for t in transitions {
+        channels.entry(t.channel()).or_default().push(t);
+    }
+    channels
+}
+
+/// Where a task's states go: `submitted` first, terminal last, anything else in between
+/// (`working` ⇄ `input-required` loops are allowed).
+fn rank(state: TaskState) -> u8 {
+    match state {
+        TaskState::Submitted => 0,
+        s if s.is_terminal() => 2,
+        _ => 1,
+    }
+}
+
+/// Two observations of one task in an order its lifecycle forbids.
+struct OutOfOrder<'a> {
+    earlier: &'a Transition,
+    later: &'a Transition,
+    /// The channel both arrived on, or `None` when the agent's timestamps order them.
+    channel: Option<Channel>,
+}
+
+impl OutOfOrder<'_> {
+    fn describe(&self) -> String {
+        match self.channel {
+            Some(channel) => format!(
+                "{} after {} on {channel}",
+                self.later.label(),
+                self.earlier.label()
+            ),
+            None => format!(
+                "{} stamped {} after {} stamped {}",
+                self.later.label(),
+                self.later.timestamp.as_deref().unwrap_or_default(),
+                self.earlier.label(),
+                self.earlier.timestamp.as_deref().unwrap_or_default()
+            ),
+        }
+    }
+}
+
+/// Every pair of one task's observations that goes backwards in its lifecycle (a live state
+/// after a terminal one, `submitted` after a later state), judged only where order is
+/// evidence: arrival within one channel, or the agent's own timestamps across channels.
+/// Two terminal observations are not a pair here (see LC-SINGLE-TERMINAL and LC-GET-AGREES).
+fn out_of_order<'a>(transitions: &[&'a Transition]) -> Vec<OutOfOrder<'a>> {
+    let backwards = |a: &Transition, b: &Transition| {
+        rank(b.state) < rank(a.state) || (rank(a.state) == 2 && rank(b.state) == 1)
+    };
+    let mut found = Vec::new();
+    for (channel, ts) in by_channel(transitions) {
+        for (i, later) in ts.iter().enumerate() {
+            if let Some(earlier) = ts[..i].iter().find(|e| backwards(e, later)) {
+                found.push(OutOfOrder {
+                    earlier,
+                    later,
+                    channel: Some(channel),
+                });
+            }
+        }
+    }
+    for later in transitions {
+        let Some(later_at) = later.parsed_timestamp else {
+            continue;
+        };
+        let earlier = transitions.iter().find(|e| {
+            e.channel() != later.channel()
+                && e.parsed_timestamp.is_some_and(|at| at < later_at)
+                && backwards(e, later)
+        });
+        if let Some(earlier) = earlier {
+            found.push(OutOfOrder {
+                earlier,
+                later,
+                channel: None,
+            });
+        }
+    }
+    found
 }
 
 fn timestamps(obs: &Observations) -> Finding {
@@ -332,23 +436,26 @@ fn timestamp_order(obs: &Observations) -> Finding {
     let mut compared = 0;
     let mut backwards = Vec::new();
     for role in [TaskRole::Lifecycle, TaskRole::Push, TaskRole::Cancel] {
-        // Push deliveries may legitimately arrive out of order; the task's own answers may not.
-        let mut last: Option<&Transition> = None;
-        for t in obs
-            .transitions
-            .iter()
-            .filter(|t| t.role == role && t.source != Source::Push)
-        {
-            let Some(ts) = t.parsed_timestamp else {
-                continue;
-            };
-            if let Some(prev) = last {
-                compared += 1;
-                if ts < prev.parsed_timestamp.expect("kept only with a timestamp") {
-                    backwards.push(format!("{} after {}", t.label(), prev.label()));
+        // Within one channel only: a stream's events, or successive GetTask answers, must not
+        // go back in time; what two channels deliver may interleave in any order.
+        for (channel, ts) in by_channel(&of_role(obs, role)) {
+            let mut last: Option<(&Transition, Timestamp)> = None;
+            for t in ts {
+                let Some(at) = t.parsed_timestamp else {
+                    continue;
+                };
+                if let Some((prev, prev_at)) = last {
+                    compared += 1;
+                    if at < prev_at {
+                        backwards.push(format!(
+                            "{} after {} on {channel}",
+                            t.label(),
+                            prev.label()
+                        ));
+                    }
                 }
+                last = Some((t, at));
             }
-            last = Some(t);
         }
     }
     match (compared, backwards.is_empty()) {
@@ -356,13 +463,13 @@ fn timestamp_order(obs: &Observations) -> Finding {
             CODE,
             Level::Policy,
             NotExercised,
-            "fewer than two timestamps to compare",
+            "fewer than two timestamps on one channel to compare",
         ),
         (_, true) => finding(
             CODE,
             Level::Policy,
             Pass,
-            format!("timestamps never go backwards ({compared} compared)"),
+            format!("timestamps never go backwards within a channel ({compared} compared)"),
         ),
         (_, false) => finding(
             CODE,
@@ -371,6 +478,10 @@ fn timestamp_order(obs: &Observations) -> Finding {
             format!("timestamps go backwards: {}", backwards.join(", ")),
         ),
     }
+}
+
+fn of_role(obs: &Observations, role: TaskRole) -> Vec<&Transition> {
+    obs.transitions.iter().filter(|t| t.role == role).collect()
 }
 
 /// Transitions grouped by (role, stream call).
@@ -453,22 +564,16 @@ fn nothing_after_terminal(obs: &Observations) -> Finding {
             ));
         }
     }
-    // A task that reported a terminal state must not report a live one afterwards, anywhere.
+    // A task that reported a terminal state must not report a live one after it: on the same
+    // channel, or stamped later by the agent itself.
     for role in [TaskRole::Lifecycle, TaskRole::Push, TaskRole::Cancel] {
-        let mut terminal: Option<&Transition> = None;
-        for t in obs
-            .transitions
-            .iter()
-            .filter(|t| t.role == role && t.source != Source::Push)
-        {
-            match terminal {
-                Some(first) if !t.state.is_terminal() => {
-                    violations.push(format!("{} after {}", t.label(), first.label()));
-                }
-                None if t.state.is_terminal() => terminal = Some(t),
-                _ => {}
-            }
-        }
+        let transitions = of_role(obs, role);
+        violations.extend(
+            out_of_order(&transitions)
+                .into_iter()
+                .filter(|o| o.earlier.state.is_terminal())
+                .map(|o| o.describe()),
+        );
     }
     if !violations.is_empty() {
         return Finding {
@@ -521,28 +626,27 @@ fn ids_consistent(obs: &Observations) -> Finding {
 
 fn get_agrees(obs: &Observations) -> Finding {
     const CODE: &str = "LC-GET-AGREES";
+    // GetTask may answer ahead of a lagging stream, or behind it; what it must never do is
+    // name another terminal state than the one the task reported elsewhere.
     let mut compared = 0;
     let mut disagreements = Vec::new();
     for role in [TaskRole::Lifecycle, TaskRole::Push, TaskRole::Cancel] {
-        let mut last_live: Option<&Transition> = None;
-        for t in obs.transitions.iter().filter(|t| t.role == role) {
-            match t.source {
-                Source::Get => {
-                    if let Some(live) = last_live {
-                        compared += 1;
-                        // A live update may race ahead of the get; a get behind a terminal
-                        // state, or on a different terminal, is a disagreement.
-                        if live.state.is_terminal() && live.state != t.state {
-                            disagreements.push(format!(
-                                "GetTask said {} after the task reported {}",
-                                t.state,
-                                live.label()
-                            ));
-                        }
-                    }
-                }
-                Source::Stream | Source::Response => last_live = Some(t),
-                Source::Push => {}
+        let terminals: Vec<&Transition> = obs
+            .transitions
+            .iter()
+            .filter(|t| t.role == role && t.state.is_terminal())
+            .collect();
+        let Some(reported) = terminals.iter().find(|t| t.source != Source::Get) else {
+            continue;
+        };
+        for get in terminals.iter().filter(|t| t.source == Source::Get) {
+            compared += 1;
+            if get.state != reported.state {
+                disagreements.push(format!(
+                    "GetTask said {} while the task reported {}",
+                    get.label(),
+                    reported.label()
+                ));
             }
         }
     }
@@ -551,13 +655,13 @@ fn get_agrees(obs: &Observations) -> Finding {
             CODE,
             Level::Must,
             NotExercised,
-            "no GetTask followed a reported state",
+            "no GetTask answer and reported state were both terminal",
         ),
         (_, true) => finding(
             CODE,
             Level::Must,
             Pass,
-            "GetTask agreed with the states the task reported",
+            "GetTask named the same terminal state the task reported",
         ),
         (_, false) => finding(CODE, Level::Must, Fail, disagreements.join("; ")),
     }
@@ -633,19 +737,31 @@ fn wire_version(obs: &Observations, version: ProtocolVersion) -> Finding {
 
 fn input_required(obs: &Observations, lifecycle: &[&Transition]) -> Finding {
     const CODE: &str = "LC-INPUT-REQUIRED";
-    let states = path(lifecycle);
-    let Some(at) = states.iter().position(|s| *s == TaskState::InputRequired) else {
+    if !lifecycle
+        .iter()
+        .any(|t| t.state == TaskState::InputRequired)
+    {
         return finding(
             CODE,
             Level::Must,
             NotExercised,
             "the task never asked for input",
         );
-    };
-    if states[at + 1..]
+    }
+    // The follow-up was sent after the probe saw input-required, so anything the task reports
+    // from the follow-up's call on is causally later, whichever channel carries it.
+    let first_follow_up = obs
+        .follow_up_calls
         .iter()
-        .any(|s| *s == TaskState::Working || s.is_terminal())
-    {
+        .filter(|(role, _)| *role == TaskRole::Lifecycle)
+        .map(|(_, call)| *call)
+        .min();
+    let resumed = first_follow_up.is_some_and(|from| {
+        lifecycle
+            .iter()
+            .any(|t| t.call >= from && (t.state == TaskState::Working || t.state.is_terminal()))
+    });
+    if resumed {
         finding(
             CODE,
             Level::Must,
@@ -655,7 +771,7 @@ fn input_required(obs: &Observations, lifecycle: &[&Transition]) -> Finding {
                 obs.follow_ups_sent
             ),
         )
-    } else if obs.follow_ups_exhausted {
+    } else if obs.follow_ups_exhausted || first_follow_up.is_none() {
         finding(
             CODE,
             Level::Must,
@@ -826,7 +942,7 @@ fn push(run: Option<&PushRun>, obs: &Observations) -> Finding {
                 Level::Policy,
                 Fail,
                 format!(
-                    "webhook registration failed after {} attempt(s): {err}",
+                    "webhook registration through the push-config method failed after {} attempt(s): {err}",
                     run.attempts
                 ),
             )
@@ -854,27 +970,30 @@ fn push(run: Option<&PushRun>, obs: &Observations) -> Finding {
             ),
         );
     }
-    let terminal_delivered = obs
-        .transitions
+    let push_task = of_role(obs, TaskRole::Push);
+    if push_task
         .iter()
-        .any(|t| t.source == Source::Push && t.state.is_terminal());
-    if terminal_delivered {
+        .any(|t| t.source == Source::Push && t.state.is_terminal())
+    {
         return finding(
             CODE,
             Level::Policy,
             Pass,
             format!(
-                "webhook registered; {} deliveries, the terminal state included",
+                "the inline webhook received {} deliveries, the terminal state included; registration through the push-config method succeeded",
                 run.deliveries
             ),
         );
     }
-    if run.terminal_before_registration && run.deliveries == 0 {
+    if !push_task.iter().any(|t| t.state.is_terminal()) {
         return finding(
             CODE,
             Level::Policy,
             NotExercised,
-            "the push task finished before the webhook was registered; give the probe script a push_message that keeps the task open",
+            format!(
+                "the push task never reached a terminal state ({} deliveries); give the probe script a push_message the agent completes",
+                run.deliveries
+            ),
         );
     }
     finding(
@@ -882,42 +1001,50 @@ fn push(run: Option<&PushRun>, obs: &Observations) -> Finding {
         Level::Policy,
         Fail,
         format!(
-            "no delivery of the terminal state within {} ms ({} deliveries)",
+            "the push task finished, but its terminal state was not delivered within {} ms ({} deliveries)",
             run.waited_ms, run.deliveries
         ),
     )
 }
 
-fn history(lifecycle: &[&Transition]) -> Finding {
+fn history(obs: &Observations, lifecycle: &[&Transition]) -> Finding {
     const CODE: &str = "CAP-HISTORY";
+    // Two successive GetTask answers straddle a state change when their states differ, or
+    // when something causally between them shows one: a follow-up sent, or a send's answer in
+    // another state (calls are numbered in the order they were made). Stream events are not
+    // used: a lagging stream says nothing about when its states happened.
+    let changed_between = |a: &Transition, b: &Transition| {
+        a.state != b.state
+            || obs.follow_up_calls.iter().any(|(role, call)| {
+                *role == TaskRole::Lifecycle && a.call < *call && *call < b.call
+            })
+            || lifecycle.iter().any(|t| {
+                t.source == Source::Response
+                    && a.call < t.call
+                    && t.call < b.call
+                    && t.state != a.state
+            })
+    };
     let mut last_get: Option<(&Transition, usize)> = None;
-    let mut changed_since = false;
     let mut compared = 0;
     let mut stalls = Vec::new();
-    for t in lifecycle {
-        match (t.source, t.history_len) {
-            (Source::Get, Some(len)) => {
-                if let Some((prev, prev_len)) = last_get {
-                    if changed_since || prev.state != t.state {
-                        compared += 1;
-                        if len <= prev_len {
-                            stalls.push(format!(
-                                "history stayed at {prev_len} → {len} from {} to {}",
-                                prev.label(),
-                                t.label()
-                            ));
-                        }
-                    }
-                }
-                last_get = Some((t, len));
-                changed_since = false;
-            }
-            _ => {
-                if last_get.is_some_and(|(prev, _)| prev.state != t.state) {
-                    changed_since = true;
+    for t in lifecycle.iter().filter(|t| t.source == Source::Get) {
+        let Some(len) = t.history_len else {
+            continue;
+        };
+        if let Some((prev, prev_len)) = last_get {
+            if changed_between(prev, t) {
+                compared += 1;
+                if len <= prev_len {
+                    stalls.push(format!(
+                        "history stayed at {prev_len} → {len} from {} to {}",
+                        prev.label(),
+                        t.label()
+                    ));
                 }
             }
         }
+        last_get = Some((t, len));
     }
     match (compared, stalls.is_empty()) {
         (0, _) => finding(
@@ -939,11 +1066,10 @@ fn history(lifecycle: &[&Transition]) -> Finding {
     }
 }
 
-fn verdict(
-    findings: &[Finding],
-    capabilities: &BTreeMap<Capability, CapabilityOutcome>,
-    obs: &Observations,
-) -> Verdict {
+/// Blocking: a failed MUST or policy rule (a failed capability included), and a lifecycle or
+/// timestamps rule that did not pass. A capability the probe could not exercise blocks nothing
+/// (trust-model.md, rule 4): decisions answer `unknown` to the callers that require it.
+fn verdict(findings: &[Finding], obs: &Observations) -> Verdict {
     let mut reasons = Vec::new();
     for f in findings {
         let blocking = matches!(f.level, Level::Must | Level::Policy) && f.status == Fail;
@@ -951,15 +1077,6 @@ fn verdict(
             matches!(f.code.as_str(), "LC-FULL-LIFECYCLE" | "LC-TIMESTAMPS") && f.status != Pass;
         if blocking || required {
             reasons.push(format!("{}: {}", f.code, f.message));
-        }
-    }
-    for (cap, outcome) in capabilities {
-        match outcome {
-            CapabilityOutcome::Passed | CapabilityOutcome::NotAdvertised => {}
-            CapabilityOutcome::Failed { .. } => {} // already a blocking finding
-            CapabilityOutcome::NotExercised { reason } => reasons.push(format!(
-                "{cap} is advertised but was not verified: {reason}"
-            )),
         }
     }
     let mut triggers: Vec<(DemotionClass, String)> = Vec::new();

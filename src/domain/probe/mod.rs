@@ -30,8 +30,8 @@ pub struct ProbeScript {
     /// and `contextId`).
     #[serde(default = "default_follow_ups")]
     pub follow_ups: Vec<String>,
-    /// The first message of the push task; it should keep the task open long enough for the
-    /// webhook to be registered (a slow task, or one that asks for input). Default: `message`.
+    /// The first message of the push task, sent with cardgate's webhook inline, so any task
+    /// works, however fast. Default: `message`.
     #[serde(default)]
     pub push_message: Option<String>,
     /// When set, a task started with this text is canceled, and the cancel is checked.
@@ -202,6 +202,32 @@ pub enum TaskRole {
     Cancel,
 }
 
+/// One way the probe sees a task. Channels lag each other (a proxy may buffer a stream while
+/// GetTask already answers), so the order of arrival is evidence only within one channel
+/// (trust-model.md, rule 3); across channels only the agent's own timestamps compare.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Channel {
+    /// The answers to successive sends (each send waits for the previous answer).
+    Responses,
+    /// The events of one streaming call.
+    Stream(u32),
+    /// The answers of successive GetTask calls.
+    Gets,
+    /// The deliveries to cardgate's webhook for this run.
+    Push,
+}
+
+impl fmt::Display for Channel {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Channel::Responses => f.write_str("responses"),
+            Channel::Stream(call) => write!(f, "stream {call}"),
+            Channel::Gets => f.write_str("GetTask answers"),
+            Channel::Push => f.write_str("push deliveries"),
+        }
+    }
+}
+
 /// One observed task status.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Transition {
@@ -228,6 +254,15 @@ pub struct Transition {
 }
 
 impl Transition {
+    pub fn channel(&self) -> Channel {
+        match self.source {
+            Source::Response => Channel::Responses,
+            Source::Stream => Channel::Stream(self.call),
+            Source::Get => Channel::Gets,
+            Source::Push => Channel::Push,
+        }
+    }
+
     /// `submitted (stream)`: how a transition is named in reasons.
     pub fn label(&self) -> String {
         format!("{} ({} {})", self.state, self.source, self.call)
@@ -265,21 +300,24 @@ pub enum StreamEnd {
     Error(String),
 }
 
-/// The push probe's registration and deliveries.
+/// The push probe: a task sent with cardgate's webhook inline in its configuration, the
+/// deliveries that webhook received, and a separate registration through the push-config method.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PushRun {
     /// The push probe could not run at all, and why (e.g. no public URL for the webhook).
     pub skipped: Option<String>,
-    /// Attempts made, and the error of the last one if none succeeded.
+    /// Registration attempts through the push-config method, and the error of the last one if
+    /// none succeeded.
     pub attempts: u32,
     pub registration_error: Option<String>,
-    /// The task was already terminal when the webhook was registered.
-    pub terminal_before_registration: bool,
     pub deliveries: usize,
     /// Deliveries that did not carry cardgate's token.
     pub deliveries_without_token: usize,
     /// Deliveries whose body was not an A2A event.
     pub malformed_deliveries: usize,
+    /// Deliveries past the per-run cap, neither stored nor judged.
+    #[serde(default)]
+    pub deliveries_dropped: usize,
     pub waited_ms: u64,
 }
 
@@ -297,6 +335,10 @@ pub struct Observations {
     pub message_only: Vec<TaskRole>,
     /// Follow-ups sent on the lifecycle task.
     pub follow_ups_sent: usize,
+    /// The call number of each follow-up send, per role: what a task reports from these calls
+    /// on is causally after the interrupted state that asked for the follow-up.
+    #[serde(default)]
+    pub follow_up_calls: Vec<(TaskRole, u32)>,
     /// Follow-ups were needed but the script had none left.
     pub follow_ups_exhausted: bool,
     /// The cancel scenario's CancelTask call answered with an error.

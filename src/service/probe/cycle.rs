@@ -1,7 +1,10 @@
 //! One probe cycle against one interface: the lifecycle task (streamed when the card
 //! advertises streaming, polled otherwise, with follow-ups for `input-required` turns), the push
-//! task (webhook registered with a retry budget, deliveries awaited), and the optional cancel
-//! task. Store-free: it talks to the callee and to a [`PushInbox`], and returns what it saw.
+//! task (webhook inline in the message's configuration, deliveries awaited until the terminal
+//! one; then a registration through the push-config method, with a retry budget), and the
+//! optional cancel task. Store-free: it talks to the callee and to a [`PushInbox`], and returns
+//! what it saw. Every wait is bounded by the cycle's deadline and ends as soon as its evidence
+//! is complete: nothing here depends on how fast the agent is.
 
 use std::collections::BTreeSet;
 use std::time::Duration;
@@ -174,7 +177,13 @@ impl<'a> Cycle<'a> {
                 task_id: ids.task_id.as_deref(),
                 context_id: ids.context_id.as_deref(),
                 non_blocking: !streaming,
+                webhook: None,
             };
+            if ids.task_id.is_some() {
+                self.obs
+                    .follow_up_calls
+                    .push((TaskRole::Lifecycle, self.client.next_call()));
+            }
             let alive = if streaming {
                 self.stream_turn(&out, history).await
             } else {
@@ -375,22 +384,22 @@ impl<'a> Cycle<'a> {
         let Some((url, token)) = &target.push else {
             self.obs.push = Some(PushRun {
                 skipped: Some(
-                    "CARDGATE_PUBLIC_URL is not set, so the webhook cannot be registered".into(),
+                    "CARDGATE_PUBLIC_URL is not set, so the agent has no webhook to call".into(),
                 ),
                 ..empty_push()
             });
             return;
         };
         let text = target.script.push_text();
-        self.step(format!(
-            "push task: send `{text}`, then register the webhook"
-        ));
+        self.step(format!("push task: send `{text}` with the webhook inline"));
         let out = Outgoing {
             text,
             task_id: None,
             context_id: None,
             non_blocking: true,
+            webhook: Some((url.as_str(), token)),
         };
+        let started = Instant::now();
         let (call, answer) = self.client.send("push", &out).await;
         if !self.answered(TaskRole::Push, call, answer) {
             self.obs.push = Some(PushRun {
@@ -402,66 +411,70 @@ impl<'a> Cycle<'a> {
         let Some(task_id) = self.ids(TaskRole::Push).task_id else {
             return;
         };
-        let started = Instant::now();
         let mut run = empty_push();
+        let mut follow_ups = target.script.follow_ups.iter();
+        loop {
+            self.await_deliveries(&mut run, token, inbox, started).await;
+            // An interrupted task is moved on, so that it has a terminal state to deliver.
+            let state = self.get(TaskRole::Push, "push: GetTask").await;
+            let Some(s) = state.filter(|s| s.is_interrupted()) else {
+                break;
+            };
+            let Some(next) = follow_ups.next() else {
+                break;
+            };
+            self.step(format!("  {s}: follow-up `{next}`"));
+            let ids = self.ids(TaskRole::Push);
+            let out = Outgoing {
+                text: next,
+                task_id: ids.task_id.as_deref(),
+                context_id: ids.context_id.as_deref(),
+                non_blocking: true,
+                webhook: None,
+            };
+            self.obs
+                .follow_up_calls
+                .push((TaskRole::Push, self.client.next_call()));
+            let (call, answer) = self.client.send("push: follow-up", &out).await;
+            if !self.answered(TaskRole::Push, call, answer) {
+                break;
+            }
+        }
+        self.register_webhook(&mut run, &task_id, url, token).await;
+        self.obs.push = Some(run);
+    }
+
+    /// Registers the webhook through the push-config method, within the retry budget. The
+    /// task is usually finished by now: the answer is what is judged, not later deliveries.
+    async fn register_webhook(&mut self, run: &mut PushRun, task_id: &str, url: &Url, token: &str) {
         let mut backoff = self.settings.push_backoff;
         for attempt in 1..=self.settings.push_attempts.max(1) {
             run.attempts = attempt;
             let (_, answer) = self
                 .client
-                .set_push("push: register webhook", &task_id, url.as_str(), token)
+                .set_push("push: register webhook", task_id, url.as_str(), token)
                 .await;
-            match answer {
-                Answer::Result(_) => {
-                    run.registration_error = None;
-                    self.step(format!("  webhook registered (attempt {attempt})"));
-                    break;
-                }
-                Answer::Error { code, message } => {
-                    run.registration_error = Some(format!("error {code}: {message}"))
-                }
-                Answer::Broken(e) => run.registration_error = Some(e),
-            }
-            self.step(format!(
-                "  registration attempt {attempt} failed: {}",
-                run.registration_error.as_deref().unwrap_or("")
-            ));
-            if attempt < self.settings.push_attempts {
+            run.registration_error = match answer {
+                Answer::Result(_) => None,
+                Answer::Error { code, message } => Some(format!("error {code}: {message}")),
+                Answer::Broken(e) => Some(e),
+            };
+            let Some(error) = &run.registration_error else {
+                self.step(format!("  webhook registered (attempt {attempt})"));
+                return;
+            };
+            self.step(format!("  registration attempt {attempt} failed: {error}"));
+            if attempt < self.settings.push_attempts && Instant::now() + backoff < self.deadline {
                 tokio::time::sleep(backoff).await;
                 backoff *= 2;
+            } else {
+                return;
             }
         }
-        if run.registration_error.is_some() {
-            self.obs.push = Some(run);
-            return;
-        }
-        let state = self.get(TaskRole::Push, "push: GetTask").await;
-        run.terminal_before_registration = state.is_some_and(TaskState::is_terminal);
-        // Move an interrupted task on, so it has something to deliver.
-        let mut follow_ups = target.script.follow_ups.iter();
-        if state.is_some_and(TaskState::is_interrupted) {
-            if let Some(next) = follow_ups.next() {
-                self.step(format!(
-                    "  {}: follow-up `{next}`",
-                    state.map(|s| s.as_str()).unwrap_or_default()
-                ));
-                let ids = self.ids(TaskRole::Push);
-                let out = Outgoing {
-                    text: next,
-                    task_id: ids.task_id.as_deref(),
-                    context_id: ids.context_id.as_deref(),
-                    non_blocking: true,
-                };
-                let (call, answer) = self.client.send("push: follow-up", &out).await;
-                self.answered(TaskRole::Push, call, answer);
-            }
-        }
-        self.await_deliveries(&mut run, token, inbox, started).await;
-        self.get(TaskRole::Push, "push: GetTask").await;
-        self.obs.push = Some(run);
     }
 
-    /// Waits for deliveries until the terminal one arrives or the push window closes.
+    /// Reads deliveries until the push task's terminal state or an interrupted one has been
+    /// delivered, or the push window closes: a complete record ends the wait at once.
     async fn await_deliveries(
         &mut self,
         run: &mut PushRun,
@@ -470,10 +483,10 @@ impl<'a> Cycle<'a> {
         started: Instant,
     ) {
         let window = Instant::now() + self.settings.push_wait;
-        let mut seen = 0;
+        let first_new = self.obs.transitions.len();
         loop {
             let deliveries = inbox.deliveries(token).await;
-            for delivery in deliveries.iter().skip(seen) {
+            for delivery in deliveries.iter().skip(run.deliveries) {
                 run.deliveries += 1;
                 if !delivery.token_matches {
                     run.deliveries_without_token += 1;
@@ -497,10 +510,19 @@ impl<'a> Cycle<'a> {
                     }
                 }
             }
-            seen = deliveries.len();
-            let terminal = self.obs.transitions.iter().any(|t| {
-                t.role == TaskRole::Push && t.source == Source::Push && t.state.is_terminal()
-            });
+            // Settled: the terminal state was delivered (at any time), or an interrupted one
+            // during this wait (the caller then sends a follow-up and waits again).
+            let delivered = |t: &&Transition| t.role == TaskRole::Push && t.source == Source::Push;
+            let terminal = self
+                .obs
+                .transitions
+                .iter()
+                .filter(delivered)
+                .any(|t| t.state.is_terminal())
+                || self.obs.transitions[first_new..]
+                    .iter()
+                    .filter(delivered)
+                    .any(|t| t.state.is_interrupted());
             let now = Instant::now();
             if terminal || now >= window || now >= self.deadline {
                 run.waited_ms = started.elapsed().as_millis() as u64;
@@ -521,6 +543,7 @@ impl<'a> Cycle<'a> {
             task_id: None,
             context_id: None,
             non_blocking: true,
+            webhook: None,
         };
         let (call, answer) = self.client.send("cancel", &out).await;
         if !self.answered(TaskRole::Cancel, call, answer) {
@@ -555,10 +578,10 @@ fn empty_push() -> PushRun {
         skipped: None,
         attempts: 0,
         registration_error: None,
-        terminal_before_registration: false,
         deliveries: 0,
         deliveries_without_token: 0,
         malformed_deliveries: 0,
+        deliveries_dropped: 0,
         waited_ms: 0,
     }
 }

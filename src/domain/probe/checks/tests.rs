@@ -114,10 +114,10 @@ impl Obs {
             skipped: None,
             attempts: 3,
             registration_error: registration.err().map(str::to_string),
-            terminal_before_registration: false,
             deliveries: states.len(),
             deliveries_without_token: 0,
             malformed_deliveries: 0,
+            deliveries_dropped: 0,
             waited_ms: 500,
         });
         s
@@ -475,25 +475,208 @@ fn states_the_probe_could_not_reach_are_not_exercised() {
     assert!(!j.verdict.passed);
     assert!(triggers(&j).is_empty());
 
-    // An advertised capability that could not be exercised blocks promotion.
+    // An advertised capability that could not be exercised blocks nothing (trust-model.md,
+    // rule 4): a push task that never finished has no terminal state to deliver.
     let mut unexercised = conformant();
-    unexercised
-        .o
-        .push
-        .as_mut()
-        .unwrap()
-        .terminal_before_registration = true;
-    unexercised.o.push.as_mut().unwrap().deliveries = 0;
+    unexercised.o.push.as_mut().unwrap().deliveries = 1;
     unexercised
         .o
         .transitions
-        .retain(|t| t.source != Source::Push);
+        .retain(|t| !(t.role == TaskRole::Push && t.state.is_terminal()));
     let j = unexercised.judge("1.0", &STREAM_PUSH);
+    match &j.capabilities[&Capability::PushNotifications] {
+        CapabilityOutcome::NotExercised { reason } => {
+            assert!(
+                reason.contains("never reached a terminal state"),
+                "{reason}"
+            )
+        }
+        other => panic!("{other:?}"),
+    }
+    assert!(j.verdict.passed, "{:#?}", j.verdict.reasons);
+
+    // No public URL: the push probe is skipped, which blocks nothing either.
+    let mut skipped = conformant();
+    skipped.o.transitions.retain(|t| t.role != TaskRole::Push);
+    skipped.o.push = Some(PushRun {
+        skipped: Some("CARDGATE_PUBLIC_URL is not set".into()),
+        ..skipped.o.push.clone().unwrap()
+    });
+    let j = skipped.judge("1.0", &STREAM_PUSH);
     assert!(matches!(
         j.capabilities[&Capability::PushNotifications],
         CapabilityOutcome::NotExercised { .. }
     ));
+    assert!(j.verdict.passed, "{:#?}", j.verdict.reasons);
+}
+
+#[test]
+fn a_finished_push_task_whose_terminal_state_was_never_delivered_fails_push() {
+    let mut obs = conformant();
+    obs.o
+        .transitions
+        .retain(|t| !(t.source == Source::Push && t.state.is_terminal()));
+    obs = obs.t(
+        TaskRole::Push,
+        Source::Get,
+        9,
+        "TASK_STATE_COMPLETED",
+        true,
+        Some(2),
+    );
+    let j = obs.judge("1.0", &STREAM_PUSH);
+    match &j.capabilities[&Capability::PushNotifications] {
+        CapabilityOutcome::Failed { reason } => {
+            assert!(reason.contains("was not delivered"), "{reason}")
+        }
+        other => panic!("{other:?}"),
+    }
     assert!(!j.verdict.passed);
+    assert!(
+        triggers(&j).is_empty(),
+        "only a failed registration demotes"
+    );
+}
+
+/// Restamps every transition as the agent would have: by the state's place in the task's own
+/// lifecycle (submitted, working, terminal), whatever order the channels delivered them in.
+fn stamped_by_agent(mut obs: Obs) -> Obs {
+    let base = Utc.timestamp_opt(1_700_000_000, 0).unwrap();
+    for t in &mut obs.o.transitions {
+        let at = base + Duration::milliseconds(i64::from(rank(t.state)));
+        t.timestamp = Some(at.format("%Y-%m-%dT%H:%M:%S%.3fZ").to_string());
+        t.parsed_timestamp = Some(at);
+    }
+    obs
+}
+
+/// A reverse proxy that buffers the stream: every GetTask answer arrives before the stream's
+/// events, so in arrival order the stream's `submitted` and `working` come after `completed`.
+fn lagging_stream() -> Obs {
+    stamped_by_agent(
+        Obs::new()
+            .get(1, "TASK_STATE_COMPLETED", 2)
+            .stream(0, &V1_GOOD)
+            .get(2, "TASK_STATE_COMPLETED", 2)
+            .pushed(Ok(()), &["TASK_STATE_WORKING", "TASK_STATE_COMPLETED"]),
+    )
+}
+
+#[test]
+fn a_lagging_stream_fails_no_ordering_rule() {
+    let j = lagging_stream().judge("1.0", &STREAM_PUSH);
+    for code in [
+        "LC-FULL-LIFECYCLE",
+        "LC-TIMESTAMP-ORDER",
+        "LC-NOTHING-AFTER-TERMINAL",
+        "LC-SINGLE-TERMINAL",
+        "LC-GET-AGREES",
+    ] {
+        assert_eq!(status(&j, code).status, FindingStatus::Pass, "{code}");
+    }
+    assert!(j.verdict.passed, "{:#?}", j.verdict.reasons);
+    assert!(triggers(&j).is_empty());
+}
+
+#[test]
+fn a_lagging_v03_stream_with_history_polling_is_not_a_terminal_violation() {
+    // The v0.3 shape of the reported defect: GetTask polled while the stream is open answers
+    // `completed` before the buffered stream delivers `working`.
+    let obs = stamped_by_agent(
+        Obs::new()
+            .get(1, "completed", 3)
+            .stream(0, &[("submitted", true), ("working", true)])
+            .get(2, "completed", 3)
+            .stream(0, &[("completed", true)])
+            .get(3, "completed", 3),
+    );
+    let j = obs.judge(
+        "0.3",
+        &[Capability::Streaming, Capability::StateTransitionHistory],
+    );
+    assert_eq!(status(&j, "LC-FULL-LIFECYCLE").status, FindingStatus::Pass);
+    assert_eq!(
+        status(&j, "LC-NOTHING-AFTER-TERMINAL").status,
+        FindingStatus::Pass
+    );
+    assert_eq!(
+        status(&j, "CAP-HISTORY").status,
+        FindingStatus::NotExercised,
+        "every GetTask answer was `completed`: no state change to straddle"
+    );
+    assert!(triggers(&j).is_empty(), "{:?}", j.verdict.triggers);
+}
+
+#[test]
+fn a_lagging_stream_does_not_stall_history_between_gets() {
+    // Gets at `working` (h=1) and `input-required` (h=2), with the lagging stream's events in
+    // between in arrival order: compared by the gets alone, history grew.
+    let obs = Obs::new()
+        .get(1, "working", 1)
+        .stream(0, &[("submitted", true), ("working", true)])
+        .get(2, "input-required", 2)
+        .stream(0, &[("input-required", true)]);
+    let j = obs.judge("0.3", &[Capability::StateTransitionHistory]);
+    assert_eq!(status(&j, "CAP-HISTORY").status, FindingStatus::Pass);
+}
+
+#[test]
+fn the_agents_own_timestamps_order_observations_across_channels() {
+    // GetTask says `working`, stamped by the agent after the `completed` its stream reported:
+    // the agent itself says a live state followed the terminal one.
+    let mut obs = Obs::new()
+        .stream(0, &V1_GOOD)
+        .get(1, "TASK_STATE_WORKING", 1);
+    let completed = obs.o.transitions[2].parsed_timestamp.unwrap();
+    let late = completed + Duration::seconds(1);
+    obs.o.transitions[3].parsed_timestamp = Some(late);
+    obs.o.transitions[3].timestamp = Some(late.format("%Y-%m-%dT%H:%M:%S%.3fZ").to_string());
+    let j = obs.judge("1.0", &[Capability::Streaming]);
+    let f = status(&j, "LC-NOTHING-AFTER-TERMINAL");
+    assert_eq!(f.status, FindingStatus::Fail);
+    assert!(f.message.contains("stamped"), "{}", f.message);
+    assert_eq!(triggers(&j), [DemotionClass::Terminal]);
+
+    // The same answers stamped before the terminal state are only a lagging channel.
+    let mut obs = Obs::new()
+        .stream(0, &V1_GOOD)
+        .get(1, "TASK_STATE_WORKING", 1);
+    obs.o.transitions[3].parsed_timestamp = obs.o.transitions[1].parsed_timestamp;
+    obs.o.transitions[3].timestamp = obs.o.transitions[1].timestamp.clone();
+    let j = obs.judge("1.0", &[Capability::Streaming]);
+    assert_eq!(
+        status(&j, "LC-NOTHING-AFTER-TERMINAL").status,
+        FindingStatus::Pass
+    );
+}
+
+#[test]
+fn a_follow_up_resumes_the_task_whichever_channel_reports_it() {
+    // input-required seen on the stream; the follow-up (call 2) is answered on a new stream
+    // whose events lag behind a GetTask that already says completed.
+    let mut obs = stamped_by_agent(
+        Obs::new()
+            .stream(
+                0,
+                &[
+                    ("submitted", true),
+                    ("working", true),
+                    ("input-required", true),
+                ],
+            )
+            .get(1, "input-required", 2)
+            .get(3, "completed", 4)
+            .stream(2, &[("working", true), ("completed", true)]),
+    );
+    obs.o.follow_up_calls.push((TaskRole::Lifecycle, 2));
+    obs.o.follow_ups_sent = 1;
+    let j = obs.judge(
+        "0.3",
+        &[Capability::Streaming, Capability::StateTransitionHistory],
+    );
+    assert_eq!(status(&j, "LC-INPUT-REQUIRED").status, FindingStatus::Pass);
+    assert_eq!(status(&j, "CAP-HISTORY").status, FindingStatus::Pass);
+    assert!(j.verdict.passed, "{:#?}", j.verdict.reasons);
 }
 
 #[test]
