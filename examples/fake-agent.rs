@@ -54,6 +54,7 @@ async fn main() -> std::io::Result<()> {
         state_transition_history: args.state_transition_history,
         sign: true,
         step_delay: Duration::from_millis(args.step_delay_ms),
+        public_origin: None,
     };
     let agent = FakeAgent::start_on(&args.listen, config, args.behaviour).await?;
     println!(

@@ -59,6 +59,8 @@ pub struct FakeAgentConfig {
     /// Delay between states of a task running in the background; none by default, like the
     /// SDK samples, which finish a task in milliseconds.
     pub step_delay: Duration,
+    /// The origin the card names, when the agent sits behind a proxy (default: its own).
+    pub public_origin: Option<String>,
 }
 
 impl Default for FakeAgentConfig {
@@ -70,6 +72,7 @@ impl Default for FakeAgentConfig {
             state_transition_history: false,
             sign: true,
             step_delay: Duration::ZERO,
+            public_origin: None,
         }
     }
 }
@@ -138,7 +141,10 @@ impl FakeAgent {
         private.set_key_id("fake-agent-key");
         let mut public = pair.to_jwk_public_key();
         public.set_key_id("fake-agent-key");
-        let origin = format!("http://{addr}");
+        let origin = config
+            .public_origin
+            .clone()
+            .unwrap_or_else(|| format!("http://{addr}"));
         let card = build_card(&origin, &config, &private, None);
         let shared = Arc::new(Shared {
             behaviour: Mutex::new(behaviour),

@@ -463,3 +463,38 @@ async fn a_run_left_running_by_a_crash_is_aborted_at_the_next_start() {
     assert!(body["ledger_events"].as_array().unwrap().is_empty());
     server.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_v03_agent_with_history_behind_a_lagging_proxy_is_promoted_not_demoted() {
+    // GetTask (polled for history while the stream is open) answers ahead of the stream that
+    // the proxy holds back: arrival order across channels is not evidence (trust-model.md, 3).
+    let proxy = crate::support::proxy::LaggingProxy::start(Duration::from_millis(150)).await;
+    let config = FakeAgentConfig {
+        versions: vec!["0.3"],
+        streaming: true,
+        push: true,
+        state_transition_history: true,
+        public_origin: Some(proxy.origin()),
+        ..FakeAgentConfig::default()
+    };
+    let agent = FakeAgent::start(config, Behaviour::Conformant).await.unwrap();
+    proxy.forward_to(&agent.origin());
+    let db = TestDb::sqlite().await;
+    let server = TestServer::start(db.target.clone()).await;
+    let script = json!({"message": "need-input", "follow_ups": ["need-input again", "done"]});
+    let callee = register(&server, &proxy.origin(), script).await;
+    let run = probe(&server, &callee, "0.3").await;
+    for code in [
+        "LC-FULL-LIFECYCLE",
+        "LC-NOTHING-AFTER-TERMINAL",
+        "LC-INPUT-REQUIRED",
+        "CAP-HISTORY",
+        "CAP-STREAMING",
+        "CAP-PUSH",
+    ] {
+        assert_eq!(finding(&run, code)["status"], "pass", "{code}: {run:#}");
+    }
+    assert_eq!(events(&run), ["probe-finished", "promoted"], "{run:#}");
+    assert_eq!(gate(&server, &callee, "0.3").await, "lifecycle-trusted");
+    server.stop().await;
+}

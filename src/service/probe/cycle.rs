@@ -124,6 +124,16 @@ impl<'a> Cycle<'a> {
             .map(|t| t.state)
     }
 
+    /// The last state stream `call` reported.
+    fn stream_state(&self, call: u32) -> Option<TaskState> {
+        self.obs
+            .transitions
+            .iter()
+            .rev()
+            .find(|t| t.source == Source::Stream && t.call == call)
+            .map(|t| t.state)
+    }
+
     fn ids(&self, role: TaskRole) -> TaskIds {
         self.obs.tasks.get(&role).cloned().unwrap_or_default()
     }
@@ -277,14 +287,16 @@ impl<'a> Cycle<'a> {
                     }
                     match self.client.frame_result(&frame) {
                         Answer::Result(value) => {
-                            let before = self.last_state(TaskRole::Lifecycle);
+                            // This stream's own states only: a GetTask answered meanwhile may
+                            // be ahead of a stream that a proxy holds back.
+                            let before = self.stream_state(call);
                             if self
                                 .observe(TaskRole::Lifecycle, Source::Stream, call, &value)
                                 .is_none()
                             {
                                 run.malformed_frames += 1;
                             }
-                            let now = self.last_state(TaskRole::Lifecycle);
+                            let now = self.stream_state(call);
                             if now.is_some_and(TaskState::is_terminal) {
                                 terminal_seen = true;
                             }

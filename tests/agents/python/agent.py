@@ -19,7 +19,7 @@ Behaviour, chosen by the first text part of the user's message:
 
 Usage:
 
-    python agent.py [--host 127.0.0.1] [--port 0] [--slow-seconds 30]
+    python agent.py [--host 127.0.0.1] [--port 0] [--slow-seconds 30] [--public-url URL]
 
 The agent binds its own socket (port 0 picks a free port), prints exactly one
 line ``READY http://<host>:<port>`` on stdout once it accepts connections and
@@ -341,7 +341,9 @@ class _Server(uvicorn.Server):
                 signal.signal(sig, handler)
 
 
-async def serve(host: str, port: int, slow_seconds: float) -> None:
+async def serve(
+    host: str, port: int, slow_seconds: float, public_url: str | None
+) -> None:
     # Bind first, so that the card can carry the real port when port is 0.
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -353,7 +355,8 @@ async def serve(host: str, port: int, slow_seconds: float) -> None:
     port = sock.getsockname()[1]
     base_url = f'http://{host}:{port}'
 
-    app = build_app(base_url, slow_seconds)
+    # Behind a reverse proxy, the card names the proxy's origin (as a deployed agent's would).
+    app = build_app((public_url or base_url).rstrip('/'), slow_seconds)
     config = uvicorn.Config(
         app,
         log_config=None,  # keep uvicorn's logs (incl. access log) on stderr
@@ -386,6 +389,11 @@ def main() -> None:
         default=30.0,
         help='how long a `slow` task works before completing',
     )
+    parser.add_argument(
+        '--public-url',
+        default=None,
+        help='the origin the card names (default: http://<host>:<port>)',
+    )
     args = parser.parse_args()
 
     logging.basicConfig(
@@ -393,7 +401,7 @@ def main() -> None:
         level=logging.INFO,
         format='%(asctime)s %(levelname)s %(name)s: %(message)s',
     )
-    asyncio.run(serve(args.host, args.port, args.slow_seconds))
+    asyncio.run(serve(args.host, args.port, args.slow_seconds, args.public_url))
 
 
 if __name__ == '__main__':

@@ -1,7 +1,9 @@
 //! Test harness: fresh databases on both backends, a real cardgate server on a loopback port,
 //! and a card server playing the agents.
 
+pub mod agents;
 pub mod cards;
+pub mod proxy;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -295,4 +297,24 @@ pub fn error_code(body: &serde_json::Value) -> &str {
 /// A path inside the repository.
 pub fn repo_path(relative: &str) -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(relative)
+}
+
+/// Skips the rest of a test whose external part (`what`) is missing, or fails it when the
+/// environment variable `required_by` is `1` (`.ci/run` sets every such variable, so nothing
+/// CI can provide is ever skipped there). Skips are also appended to
+/// `$CARGO_TARGET_TMPDIR/skipped.txt`, which `.ci/run` prints after the tests.
+pub fn skip(what: &str, why: &str, required_by: &str) {
+    if std::env::var(required_by).as_deref() == Ok("1") {
+        panic!("{what} is required ({required_by}=1): {why}");
+    }
+    eprintln!("\n===== SKIPPED {what}: {why} =====\n");
+    let log = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("skipped.txt");
+    if let Ok(mut file) = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(log)
+    {
+        use std::io::Write;
+        let _ = writeln!(file, "{what}: {why}");
+    }
 }

@@ -1,0 +1,385 @@
+#!/usr/bin/env node
+/**
+ * A small, real A2A agent built on the official JS SDK (@a2a-js/sdk 1.3.0).
+ *
+ * It exists for the integration tests: it serves the agent card, the JSON-RPC
+ * and HTTP+JSON bindings in protocol version 1.0 plus the SDK's opt-in v0.3
+ * compatibility layer on the same URLs, and push notifications. Everything
+ * protocol-related comes from the SDK (DefaultRequestHandler,
+ * InMemoryTaskStore, InMemoryPushNotificationStore, the push sender, the
+ * Express card / JSON-RPC / REST handlers); the agent only decides which
+ * events to publish, and publishes them at once (no artificial delays).
+ *
+ * Behaviour, chosen by the first text part of the user's message:
+ *
+ *   any text     submitted -> working -> artifact "echo: <text>" -> completed
+ *   need-input   submitted -> working -> input-required (agent asks for more);
+ *                a follow-up on the same task (taskId + contextId) is handled
+ *                like any other message: working -> artifact -> completed
+ *   CancelTask on an input-required task -> canceled
+ *
+ * Usage:
+ *
+ *   node agent.mjs [--host 127.0.0.1] [--port 0] [--public-url URL]
+ *
+ * The agent binds its own socket (port 0 picks a free port), prints exactly
+ * one line `READY http://<host>:<port>` on stdout once it accepts connections
+ * and runs until SIGTERM/SIGINT, on which it shuts down and exits with
+ * status 0. Everything else (its own logs and the SDK's console output) goes
+ * to stderr.
+ */
+
+import { generateKeyPairSync } from 'node:crypto';
+import http from 'node:http';
+import { parseArgs } from 'node:util';
+
+import express from 'express';
+
+import {
+  A2A_PROTOCOL_VERSION,
+  AGENT_CARD_PATH,
+  Role,
+  TaskState,
+  generateAgentCardSignature,
+} from '@a2a-js/sdk';
+import {
+  AgentEvent,
+  DefaultRequestHandler,
+  InMemoryPushNotificationStore,
+  InMemoryTaskStore,
+} from '@a2a-js/sdk/server';
+import {
+  UserBuilder,
+  agentCardHandler,
+  jsonRpcHandler,
+  restHandler,
+} from '@a2a-js/sdk/server/express';
+import { duplicateInterfacesForLegacy } from '@a2a-js/sdk/compat/v0_3';
+import { createLegacyAwarePushNotificationSender } from '@a2a-js/sdk/compat/v0_3/server';
+
+// The SDK logs with console.log/console.info (e.g. every push delivery);
+// stdout is reserved for the READY line, so send all console output to stderr.
+for (const method of ['log', 'info', 'debug']) {
+  console[method] = console.error.bind(console);
+}
+
+function log(message) {
+  console.error(`${new Date().toISOString()} js-sdk-agent: ${message}`);
+}
+
+// Paths served by this agent.
+const JSONRPC_PATH = '/a2a/jsonrpc';
+const REST_PATH = '/a2a/rest';
+const JWKS_PATH = '/.well-known/jwks.json';
+const SIGNING_KID = 'js-agent-key-1';
+
+// Texts the agent puts in its status messages (same as the Python agent).
+const WORKING_TEXT = 'Working...';
+const NEED_INPUT_TEXT = 'Please send the missing input.';
+
+// --------------------------------------------------------------------------
+// Agent logic
+// --------------------------------------------------------------------------
+
+function textPart(text) {
+  return {
+    content: { $case: 'text', value: text },
+    metadata: undefined,
+    filename: '',
+    mediaType: 'text/plain',
+  };
+}
+
+function firstText(message) {
+  for (const part of message?.parts ?? []) {
+    if (part.content?.$case === 'text') {
+      return part.content.value;
+    }
+  }
+  return '';
+}
+
+function agentMessage(taskId, contextId, text) {
+  return {
+    role: Role.ROLE_AGENT,
+    messageId: crypto.randomUUID(),
+    parts: [textPart(text)],
+    taskId,
+    contextId,
+    extensions: [],
+    metadata: undefined,
+    referenceTaskIds: [],
+  };
+}
+
+// The SDK does not stamp statuses published by an executor; like the SDK's
+// own samples, every status carries the time it was published.
+function taskStatus(state, message = undefined) {
+  return { state, message, timestamp: new Date().toISOString() };
+}
+
+function statusUpdate(taskId, contextId, state, message = undefined) {
+  return AgentEvent.statusUpdate({
+    taskId,
+    contextId,
+    status: taskStatus(state, message),
+    metadata: undefined,
+  });
+}
+
+/** Echoes the user's text; `need-input` ends the turn in input-required. */
+class EchoAgentExecutor {
+  // Tasks left in input-required: taskId -> contextId (for cancelTask, which
+  // only receives the taskId).
+  #interrupted = new Map();
+
+  async execute(requestContext, eventBus) {
+    const { taskId, contextId, userMessage } = requestContext;
+    const text = firstText(userMessage);
+    log(`task ${taskId}: message ${userMessage.messageId} ${JSON.stringify(text)}`);
+    this.#interrupted.delete(taskId);
+
+    // The SDK requires every turn to start with a Task (or Message) event.
+    // A follow-up carries the taskId of an existing task, which the SDK has
+    // loaded (with the new message appended to its history); re-publish it.
+    const task = requestContext.task ?? {
+      id: taskId,
+      contextId,
+      status: taskStatus(TaskState.TASK_STATE_SUBMITTED),
+      artifacts: [],
+      history: [userMessage],
+      metadata: userMessage.metadata,
+    };
+    eventBus.publish(AgentEvent.task(task));
+
+    eventBus.publish(
+      statusUpdate(
+        taskId,
+        contextId,
+        TaskState.TASK_STATE_WORKING,
+        agentMessage(taskId, contextId, WORKING_TEXT)
+      )
+    );
+
+    if (text.trim() === 'need-input') {
+      // Interrupted state: the SDK keeps the task's event bus alive for the
+      // follow-up (or a cancel).
+      this.#interrupted.set(taskId, contextId);
+      eventBus.publish(
+        statusUpdate(
+          taskId,
+          contextId,
+          TaskState.TASK_STATE_INPUT_REQUIRED,
+          agentMessage(taskId, contextId, NEED_INPUT_TEXT)
+        )
+      );
+      return;
+    }
+
+    eventBus.publish(
+      AgentEvent.artifactUpdate({
+        taskId,
+        contextId,
+        artifact: {
+          artifactId: crypto.randomUUID(),
+          name: 'response',
+          description: '',
+          parts: [textPart(`echo: ${text}`)],
+          metadata: undefined,
+          extensions: [],
+        },
+        append: false,
+        lastChunk: true,
+        metadata: undefined,
+      })
+    );
+    eventBus.publish(statusUpdate(taskId, contextId, TaskState.TASK_STATE_COMPLETED));
+  }
+
+  // Called by DefaultRequestHandler.cancelTask with the task's live event
+  // bus; the handler then waits on that bus for the canceled state. Only
+  // input-required tasks can get here (every other turn ends at once in a
+  // terminal state, which the SDK refuses to cancel).
+  async cancelTask(taskId, eventBus) {
+    log(`task ${taskId}: cancel requested`);
+    const contextId = this.#interrupted.get(taskId) ?? '';
+    this.#interrupted.delete(taskId);
+    eventBus.publish(statusUpdate(taskId, contextId, TaskState.TASK_STATE_CANCELED));
+  }
+}
+
+// --------------------------------------------------------------------------
+// Agent card and application
+// --------------------------------------------------------------------------
+
+function buildAgentCard(baseUrl) {
+  return {
+    name: 'JS SDK Agent',
+    description: 'Test agent built on the official JS SDK, @a2a-js/sdk 1.3.0: echo, need-input.',
+    // Each binding at 1.0, then mirrored at 0.3 (appended after the 1.0
+    // entries) by the SDK's helper: with legacyCompat on, a binding is
+    // reachable at 0.3 only if the card lists it at 0.3.
+    supportedInterfaces: duplicateInterfacesForLegacy(
+      [
+        {
+          url: `${baseUrl}${JSONRPC_PATH}`,
+          protocolBinding: 'JSONRPC',
+          tenant: '',
+          protocolVersion: A2A_PROTOCOL_VERSION,
+        },
+        {
+          url: `${baseUrl}${REST_PATH}`,
+          protocolBinding: 'HTTP+JSON',
+          tenant: '',
+          protocolVersion: A2A_PROTOCOL_VERSION,
+        },
+      ],
+      ['JSONRPC', 'HTTP+JSON']
+    ),
+    provider: undefined,
+    version: '1.0.0',
+    capabilities: {
+      streaming: true,
+      pushNotifications: true,
+      extensions: [],
+      extendedAgentCard: false,
+    },
+    securitySchemes: {},
+    securityRequirements: [],
+    defaultInputModes: ['text/plain'],
+    defaultOutputModes: ['text/plain'],
+    skills: [
+      {
+        id: 'echo',
+        name: 'Echo',
+        description: 'Echoes the text; "need-input" asks for more input first.',
+        tags: ['test'],
+        examples: ['hi', 'need-input'],
+        inputModes: [],
+        outputModes: [],
+        securityRequirements: [],
+      },
+    ],
+    signatures: [],
+  };
+}
+
+/**
+ * Signs the card with the SDK's own signer (JWS over its JCS canonicalization), with a fresh
+ * P-256 key per run whose public half is served at JWKS_PATH and named by `jku`, like the
+ * Python agent's card.
+ */
+async function signCard(card, baseUrl) {
+  const { privateKey, publicKey } = generateKeyPairSync('ec', { namedCurve: 'P-256' });
+  const sign = generateAgentCardSignature(privateKey, {
+    alg: 'ES256',
+    kid: SIGNING_KID,
+    typ: 'JOSE',
+    jku: `${baseUrl}${JWKS_PATH}`,
+  });
+  const jwk = { ...publicKey.export({ format: 'jwk' }), kid: SIGNING_KID, alg: 'ES256', use: 'sig' };
+  return { card: await sign(card), jwks: { keys: [jwk] } };
+}
+
+async function buildApp(baseUrl) {
+  const { card, jwks } = await signCard(buildAgentCard(baseUrl), baseUrl);
+
+  // Push notifications: the SDK's in-memory config store and its
+  // DefaultPushNotificationSender (default timeout and token header), built
+  // by the compat helper so that webhooks registered over v0.3 get v0.3
+  // bodies; v1.0 registrations get the built-in v1.0 serializer.
+  const pushStore = new InMemoryPushNotificationStore();
+  const pushSender = createLegacyAwarePushNotificationSender(pushStore);
+
+  const requestHandler = new DefaultRequestHandler(
+    card,
+    new InMemoryTaskStore(),
+    new EchoAgentExecutor(),
+    undefined, // default event bus manager
+    pushStore,
+    pushSender
+  );
+
+  const legacyCompat = { enabled: true };
+  const userBuilder = UserBuilder.noAuthentication;
+  const app = express();
+  app.disable('x-powered-by');
+  app.get(JWKS_PATH, (_req, res) => res.json(jwks));
+  app.use(`/${AGENT_CARD_PATH}`, agentCardHandler({ agentCardProvider: requestHandler, legacyCompat }));
+  app.use(JSONRPC_PATH, jsonRpcHandler({ requestHandler, userBuilder, legacyCompat }));
+  app.use(REST_PATH, restHandler({ requestHandler, userBuilder, legacyCompat }));
+  return app;
+}
+
+// --------------------------------------------------------------------------
+// Main
+// --------------------------------------------------------------------------
+
+function parseCommandLine() {
+  const { values } = parseArgs({
+    options: {
+      host: { type: 'string', default: '127.0.0.1' },
+      port: { type: 'string', default: '0' },
+      'public-url': { type: 'string' },
+    },
+    strict: true,
+  });
+  const port = Number(values.port);
+  if (!Number.isInteger(port) || port < 0 || port > 65535) {
+    throw new Error(`invalid --port ${values.port}`);
+  }
+  return { host: values.host, port, publicUrl: values['public-url']?.replace(/\/+$/, '') };
+}
+
+function main() {
+  let options;
+  try {
+    options = parseCommandLine();
+  } catch (error) {
+    console.error(`usage: node agent.mjs [--host 127.0.0.1] [--port 0] [--public-url URL]\n${error.message}`);
+    process.exit(2);
+  }
+
+  // Bind first, so that the card can carry the real port when port is 0.
+  // The app is attached in the 'listening' callback, before the event loop
+  // can dispatch any request.
+  const server = http.createServer();
+  server.on('error', (error) => {
+    console.error(`cannot bind ${options.host}:${options.port}: ${error.message}`);
+    process.exit(1);
+  });
+  server.listen(options.port, options.host, () => {
+    const { port } = server.address();
+    const baseUrl = `http://${options.host}:${port}`;
+    // Behind a reverse proxy, the card names the proxy's origin (as a deployed agent's would).
+    buildApp(options.publicUrl ?? baseUrl).then(
+      (app) => {
+        server.on('request', app);
+        log(`serving on ${baseUrl}`);
+        process.stdout.write(`READY ${baseUrl}\n`);
+      },
+      (error) => {
+        console.error(`cannot start: ${error.stack ?? error}`);
+        process.exit(1);
+      }
+    );
+  });
+
+  let stopping = false;
+  const shutdown = (signal) => {
+    if (stopping) return;
+    stopping = true;
+    log(`${signal}: shutting down`);
+    server.close(() => {
+      log('stopped');
+      process.exit(0);
+    });
+    // Open SSE streams and keep-alive connections would hold close() open.
+    server.closeAllConnections();
+    setTimeout(() => process.exit(0), 2000).unref();
+  };
+  process.on('SIGTERM', () => shutdown('SIGTERM'));
+  process.on('SIGINT', () => shutdown('SIGINT'));
+}
+
+main();

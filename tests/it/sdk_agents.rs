@@ -1,0 +1,316 @@
+//! Interop with agents built on the official SDKs, as they ship: the Python one (a2a-sdk 1.3.0)
+//! and the JS one (@a2a-js/sdk 1.3.0), both answering at once, probed over every version they
+//! offer with the default probe script, through the service and through `cardgate probe`,
+//! directly and behind a reverse proxy that holds back every stream event.
+//!
+//! What each deserves, from its wire behaviour: the JS agent stamps every status, so it is
+//! promoted under the strict posture; the Python agent's `submitted` state carries no
+//! `status.timestamp`, so it stays `card-trusted` (advisory under strict dedup) and is
+//! authoritative for `dedup=none` callers. Neither verdict may change behind the proxy.
+
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+use crate::probes::{decision, events, finding, gate, probe, register};
+use crate::support::agents::{Sdk, SdkAgent};
+use crate::support::proxy::LaggingProxy;
+use crate::support::{TestDb, TestServer};
+
+/// How long the proxy holds back each stream event: long enough that every GetTask answer
+/// overtakes the stream, as behind a buffering reverse proxy.
+const LAG: Duration = Duration::from_millis(150);
+
+fn condition<'a>(decision: &'a Value, id: &str) -> &'a Value {
+    decision["conditions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["id"] == id)
+        .unwrap_or_else(|| panic!("no condition {id} in {decision:#}"))
+}
+
+/// The agent, directly or behind a lagging proxy; returns it (kept alive) and the origin
+/// cardgate is given.
+async fn serve(sdk: Sdk, lagging: bool) -> Option<(SdkAgent, Option<LaggingProxy>, String)> {
+    if !lagging {
+        let agent = SdkAgent::start(sdk, None).await?;
+        let origin = agent.origin.clone();
+        return Some((agent, None, origin));
+    }
+    let proxy = LaggingProxy::start(LAG).await;
+    let agent = SdkAgent::start(sdk, Some(&proxy.origin())).await?;
+    proxy.forward_to(&agent.origin);
+    let origin = proxy.origin();
+    Some((agent, Some(proxy), origin))
+}
+
+/// Registers the agent with the default probe script, probes every version its card offers,
+/// and checks each verdict against what the SDK's wire behaviour deserves.
+async fn probed_through_the_service(sdk: Sdk, lagging: bool) {
+    let Some((_agent, _proxy, origin)) = serve(sdk, lagging).await else {
+        return;
+    };
+    let db = TestDb::sqlite().await;
+    let server = TestServer::start(db.target.clone()).await;
+    let callee = register(&server, &origin, json!({})).await;
+    let (_, detail) = server.get(&format!("/v1/callees/{callee}")).await;
+    let mut versions: Vec<String> = detail["subjects"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["protocol_version"].as_str().unwrap().to_string())
+        .collect();
+    versions.sort();
+    assert_eq!(versions, ["0.3", "1.0"], "{sdk:?}: {detail:#}");
+    // Both SDKs sign with their own signer; cardgate's canonicalization verifies either.
+    assert_eq!(
+        detail["card"]["signature"]["status"], "verified",
+        "{sdk:?}: {detail:#}"
+    );
+    assert_eq!(detail["card"]["signature"]["key_source"], "jku");
+
+    for version in &versions {
+        let context = format!("{sdk:?} {version} (lagging proxy: {lagging})");
+        let run = probe(&server, &callee, version).await;
+        assert_eq!(run["status"], "finished", "{context}: {run:#}");
+        let wire = if version == "1.0" {
+            "json-rpc-v1"
+        } else {
+            "json-rpc-v03"
+        };
+        assert_eq!(run["wire"], wire, "{context}");
+        // Nothing fails on how fast the agent is or on which channel answered first.
+        for code in [
+            "LC-FULL-LIFECYCLE",
+            "LC-SINGLE-TERMINAL",
+            "LC-NOTHING-AFTER-TERMINAL",
+            "LC-TERMINAL-NO-TIMESTAMP",
+            "LC-TIMESTAMP-ORDER",
+            "LC-GET-AGREES",
+            "LC-IDS-CONSISTENT",
+        ] {
+            assert_eq!(
+                finding(&run, code)["status"],
+                "pass",
+                "{context} {code}: {:#}",
+                run["findings"]
+            );
+        }
+        for cap in ["streaming", "pushNotifications"] {
+            assert_eq!(
+                run["capabilities"][cap]["status"], "passed",
+                "{context} {cap}: {:#}",
+                run["capabilities"]
+            );
+        }
+        let strict_query = format!("caller_version={version}&requires=streaming,pushNotifications");
+        let relaxed_query = format!("{strict_query}&dedup=none");
+        match sdk {
+            Sdk::Js => {
+                assert_eq!(
+                    finding(&run, "LC-TIMESTAMPS")["status"],
+                    "pass",
+                    "{context}"
+                );
+                assert_eq!(
+                    run["verdict"]["passed"], true,
+                    "{context}: {:#}",
+                    run["verdict"]
+                );
+                assert_eq!(events(&run), ["probe-finished", "promoted"], "{context}");
+                assert_eq!(gate(&server, &callee, version).await, "lifecycle-trusted");
+                let strict = decision(&server, &callee, &strict_query).await;
+                assert_eq!(strict["authoritative"], true, "{context}: {strict:#}");
+            }
+            Sdk::Python => {
+                // What it really does: the submitted state carries no status.timestamp.
+                let timestamps = finding(&run, "LC-TIMESTAMPS");
+                assert_eq!(timestamps["status"], "fail", "{context}");
+                let message = timestamps["message"].as_str().unwrap();
+                assert!(message.contains("submitted"), "{context}: {message}");
+                assert!(!message.contains("completed"), "{context}: {message}");
+                assert_eq!(run["verdict"]["passed"], false, "{context}");
+                assert_eq!(
+                    events(&run),
+                    ["probe-finished"],
+                    "{context}: nothing demotes it"
+                );
+                assert_eq!(gate(&server, &callee, version).await, "card-trusted");
+                let strict = decision(&server, &callee, &strict_query).await;
+                assert_eq!(strict["authoritative"], false, "{context}: {strict:#}");
+                assert_eq!(condition(&strict, "lifecycle-probe")["status"], "fail");
+            }
+        }
+        let relaxed = decision(&server, &callee, &relaxed_query).await;
+        assert_eq!(relaxed["authoritative"], true, "{context}: {relaxed:#}");
+    }
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_js_sdk_agent_is_promoted_over_every_version_it_offers() {
+    probed_through_the_service(Sdk::Js, false).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_js_sdk_agent_is_promoted_behind_a_lagging_proxy() {
+    probed_through_the_service(Sdk::Js, true).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_python_sdk_agent_is_authoritative_for_dedup_none_over_every_version() {
+    probed_through_the_service(Sdk::Python, false).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_python_sdk_agent_gets_the_same_verdict_behind_a_lagging_proxy() {
+    probed_through_the_service(Sdk::Python, true).await;
+}
+
+/// `cardgate probe` against the agent: exit code and per-version verdicts, as JSON.
+async fn probed_by_the_cli(sdk: Sdk, lagging: bool) {
+    let Some((_agent, _proxy, origin)) = serve(sdk, lagging).await else {
+        return;
+    };
+    let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_cardgate"))
+        .args(["probe", &origin, "--json"])
+        .env("CARDGATE_ALLOW_NETWORKS", "127.0.0.0/8")
+        .env_remove("DATABASE_URL")
+        .output()
+        .await
+        .expect("cardgate runs");
+    let context = format!("{sdk:?} (lagging proxy: {lagging})");
+    let report: Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("{context}: {e}: {}", String::from_utf8_lossy(&out.stderr)));
+    let expected_exit = if sdk == Sdk::Js { 0 } else { 1 };
+    assert_eq!(
+        out.status.code(),
+        Some(expected_exit),
+        "{context}: {report:#}"
+    );
+    let subjects = report["subjects"].as_array().unwrap();
+    assert_eq!(subjects.len(), 2, "{context}: {report:#}");
+    for subject in subjects {
+        assert_eq!(
+            subject["would_promote"],
+            sdk == Sdk::Js,
+            "{context}: {subject:#}"
+        );
+        for cap in ["streaming", "pushNotifications"] {
+            assert_eq!(
+                subject["capabilities"][cap]["status"], "passed",
+                "{context} {cap}: {subject:#}"
+            );
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cardgate_probe_promotes_the_js_sdk_agent_directly_and_behind_a_lagging_proxy() {
+    probed_by_the_cli(Sdk::Js, false).await;
+    probed_by_the_cli(Sdk::Js, true).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cardgate_probe_judges_the_python_sdk_agent_alike_behind_a_lagging_proxy() {
+    probed_by_the_cli(Sdk::Python, false).await;
+    probed_by_the_cli(Sdk::Python, true).await;
+}
+
+/// No push inbox: the REST probe below registers no webhook.
+struct NoInbox;
+
+#[async_trait::async_trait]
+impl cardgate::service::probe::PushInbox for NoInbox {
+    async fn deliveries(&self, _token: &str) -> Vec<cardgate::service::probe::InboxDelivery> {
+        Vec::new()
+    }
+}
+
+struct Quiet;
+
+impl cardgate::service::probe::Progress for Quiet {
+    fn step(&self, _message: &str) {}
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_http_json_binding_is_spoken_where_a_card_offers_only_that() {
+    use cardgate::domain::card::parse_card;
+    use cardgate::domain::probe::ProbeScript;
+    use cardgate::domain::version::ProtocolVersion;
+    use cardgate::remote::{NetworkPolicy, Outbound, OutboundSettings};
+    use cardgate::service::probe::{ProbeSettings, probe_interface};
+
+    let Some(agent) = SdkAgent::start(Sdk::Python, None).await else {
+        return;
+    };
+    let card: Value = reqwest::Client::new()
+        .get(format!("{}/.well-known/agent-card.json", agent.origin))
+        .header("A2A-Version", "1.0")
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let mut card = parse_card(&card).unwrap();
+    card.interfaces.retain(|i| i.binding == "HTTP+JSON");
+    assert_eq!(card.interfaces.len(), 1, "the agent offers HTTP+JSON 1.0");
+
+    let policy = NetworkPolicy::new(NetworkPolicy::parse_allowed("127.0.0.0/8").unwrap());
+    let outbound = Outbound::new(OutboundSettings {
+        policy,
+        ..OutboundSettings::default()
+    })
+    .unwrap();
+    let settings = ProbeSettings::default();
+    let out = probe_interface(
+        &outbound,
+        &settings,
+        &card,
+        ProtocolVersion::new(1, 0),
+        &ProbeScript::default(),
+        None,
+        &NoInbox,
+        &Quiet,
+    )
+    .await
+    .unwrap();
+    assert_eq!(out.wire.as_str(), "rest-v1");
+    let find = |code: &str| {
+        out.judgement
+            .findings
+            .iter()
+            .find(|f| f.code == code)
+            .unwrap()
+    };
+    assert_eq!(
+        serde_json::to_value(find("LC-FULL-LIFECYCLE").status).unwrap(),
+        "pass",
+        "{:#?}",
+        out.judgement.findings
+    );
+    assert_eq!(
+        serde_json::to_value(find("CAP-STREAMING").status).unwrap(),
+        "pass",
+        "{:#?}",
+        out.judgement.findings
+    );
+    assert_eq!(
+        serde_json::to_value(find("LC-GET-AGREES").status).unwrap(),
+        "pass"
+    );
+    let methods: Vec<&str> = out
+        .transcript
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["method"].as_str().unwrap())
+        .collect();
+    assert!(
+        methods.contains(&"POST /message:stream")
+            && methods.iter().any(|m| m.starts_with("GET /tasks/")),
+        "{methods:?}"
+    );
+}

@@ -1,0 +1,112 @@
+//! Real A2A agents built on the official SDKs, run as child processes: the Python one
+//! (`tests/agents/python`, a2a-sdk 1.3.0) and the JS one (`tests/agents/js`, @a2a-js/sdk 1.3.0).
+//! Each prints `READY <origin>` once it accepts connections.
+//!
+//! Where an SDK's runtime is missing the test is skipped loudly (counted in the skip summary),
+//! unless `CARDGATE_REQUIRE_SDK_AGENTS=1` (set by `.ci/run`), which makes it fail instead.
+
+use std::path::PathBuf;
+use std::process::Stdio;
+use std::time::Duration;
+
+use tokio::io::{AsyncBufReadExt, BufReader};
+use tokio::process::{Child, Command};
+
+use super::repo_path;
+
+/// Which SDK the agent is built on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Sdk {
+    Python,
+    Js,
+}
+
+impl Sdk {
+    /// The program and script that run this SDK's agent, if its runtime is set up.
+    fn command(self) -> Result<(PathBuf, PathBuf), String> {
+        match self {
+            Sdk::Python => {
+                let python = std::env::var_os("CARDGATE_TEST_PYTHON")
+                    .map(PathBuf::from)
+                    .unwrap_or_else(|| repo_path("tests/agents/python/.venv/bin/python"));
+                if !python.exists() {
+                    return Err(format!(
+                        "the Python SDK agent's virtualenv is missing at {} (set CARDGATE_TEST_PYTHON or see tests/agents/python/README.md)",
+                        python.display()
+                    ));
+                }
+                Ok((python, repo_path("tests/agents/python/agent.py")))
+            }
+            Sdk::Js => {
+                if !repo_path("tests/agents/js/node_modules/@a2a-js/sdk").exists() {
+                    return Err(
+                        "the JS SDK agent's packages are missing (run `npm ci` in tests/agents/js)"
+                            .into(),
+                    );
+                }
+                let node = std::env::var_os("CARDGATE_TEST_NODE")
+                    .map(PathBuf::from)
+                    .unwrap_or_else(|| PathBuf::from("node"));
+                Ok((node, repo_path("tests/agents/js/agent.mjs")))
+            }
+        }
+    }
+}
+
+/// A running SDK agent; killed when dropped.
+pub struct SdkAgent {
+    /// Where the agent listens.
+    pub origin: String,
+    _child: Child,
+}
+
+impl SdkAgent {
+    /// Starts the agent; `public_url` is the origin its card names (a proxy in front of it).
+    /// `None` when the SDK's runtime is missing and the test may be skipped.
+    pub async fn start(sdk: Sdk, public_url: Option<&str>) -> Option<Self> {
+        let (program, script) = match sdk.command() {
+            Ok(found) => found,
+            Err(why) => {
+                super::skip(
+                    &format!("{sdk:?} SDK agent"),
+                    &why,
+                    "CARDGATE_REQUIRE_SDK_AGENTS",
+                );
+                return None;
+            }
+        };
+        let mut command = Command::new(&program);
+        command
+            .arg(&script)
+            .args(["--host", "127.0.0.1", "--port", "0"]);
+        if sdk == Sdk::Python {
+            command.args(["--slow-seconds", "2"]);
+        }
+        if let Some(url) = public_url {
+            command.args(["--public-url", url]);
+        }
+        let mut child = command
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .kill_on_drop(true)
+            .spawn()
+            .unwrap_or_else(|e| panic!("starting {}: {e}", program.display()));
+        let stdout = child.stdout.take().unwrap();
+        let mut lines = BufReader::new(stdout).lines();
+        let origin = tokio::time::timeout(Duration::from_secs(60), async {
+            while let Some(line) = lines.next_line().await.unwrap() {
+                if let Some(origin) = line.strip_prefix("READY ") {
+                    return Some(origin.trim().to_string());
+                }
+            }
+            None
+        })
+        .await
+        .unwrap_or_else(|_| panic!("the {sdk:?} agent did not start within 60 s"))
+        .unwrap_or_else(|| panic!("the {sdk:?} agent exited before it was ready"));
+        Some(Self {
+            origin,
+            _child: child,
+        })
+    }
+}
