@@ -85,7 +85,7 @@ pub async fn decision(server: &TestServer, callee: &str, query: &str) -> Value {
     body
 }
 
-fn condition<'a>(decision: &'a Value, id: &str) -> &'a Value {
+pub fn condition<'a>(decision: &'a Value, id: &str) -> &'a Value {
     decision["conditions"]
         .as_array()
         .unwrap()

@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use crate::probes::{decision, events, finding, gate, probe, register};
+use crate::probes::{condition, decision, events, finding, gate, probe, register};
 use crate::support::agents::{Sdk, SdkAgent};
 use crate::support::proxy::LaggingProxy;
 use crate::support::{TestDb, TestServer};
@@ -20,15 +20,6 @@ use crate::support::{TestDb, TestServer};
 /// How long the proxy holds back each stream event: long enough that every GetTask answer
 /// overtakes the stream, as behind a buffering reverse proxy.
 const LAG: Duration = Duration::from_millis(150);
-
-fn condition<'a>(decision: &'a Value, id: &str) -> &'a Value {
-    decision["conditions"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|c| c["id"] == id)
-        .unwrap_or_else(|| panic!("no condition {id} in {decision:#}"))
-}
 
 /// The agent, directly or behind a lagging proxy; returns it (kept alive) and the origin
 /// cardgate is given.
