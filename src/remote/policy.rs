@@ -2,12 +2,14 @@
 //!
 //! Everything cardgate fetches is named by someone else (card URLs, `jku`, interface URLs,
 //! push endpoints), so by default it never connects to loopback, private, link-local, CGNAT,
-//! multicast, reserved or unspecified addresses, IPv4 and IPv6 alike, with IPv4 embedded in
-//! IPv6 (mapped, compatible, NAT64, 6to4) judged as the IPv4 address it carries. An operator can
-//! allow ranges explicitly (`CARDGATE_ALLOW_NETWORKS`).
+//! multicast, reserved or unspecified addresses, nor any other range of the IANA IPv4 and IPv6
+//! special-purpose registries, with IPv4 embedded in IPv6 (mapped, compatible, SIIT, NAT64,
+//! 6to4, Teredo) judged as the IPv4 address it carries. An operator can allow ranges
+//! explicitly (`CARDGATE_ALLOW_NETWORKS`).
 
 use std::collections::HashMap;
-use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+use std::net::{IpAddr, Ipv4Addr};
+use std::sync::LazyLock;
 
 use ipnet::IpNet;
 
@@ -76,79 +78,96 @@ impl NetworkPolicy {
     }
 }
 
-/// The IPv4 address carried inside an IPv6 one, for the forms that route to it.
+/// The IPv4 address carried inside an IPv6 one, for every form that embeds one: mapped
+/// (`::ffff:0:0/96`), compatible (`::/96`), SIIT (`::ffff:0:0:0/96`), NAT64 (`64:ff9b::/96`),
+/// 6to4 (`2002::/16`) and Teredo (`2001::/32`, the client address, stored inverted).
 fn embedded_v4(addr: IpAddr) -> Option<Ipv4Addr> {
     let IpAddr::V6(v6) = addr else { return None };
     let s = v6.segments();
-    let tail = Ipv4Addr::new((s[6] >> 8) as u8, s[6] as u8, (s[7] >> 8) as u8, s[7] as u8);
+    let v4 = |hi: u16, lo: u16| Ipv4Addr::from((u32::from(hi) << 16) | u32::from(lo));
     match s {
-        // ::ffff:a.b.c.d (mapped) and ::a.b.c.d (compatible, deprecated)
-        [0, 0, 0, 0, 0, 0xffff, _, _] | [0, 0, 0, 0, 0, 0, _, _] if !(s[6] == 0 && s[7] <= 1) => {
-            Some(tail)
-        }
-        // 64:ff9b::a.b.c.d (NAT64)
-        [0x64, 0xff9b, 0, 0, 0, 0, _, _] => Some(tail),
-        // 2002:AABB:CCDD::/48 (6to4)
-        [0x2002, hi, lo, ..] => Some(Ipv4Addr::new(
-            (hi >> 8) as u8,
-            hi as u8,
-            (lo >> 8) as u8,
-            lo as u8,
-        )),
+        [0, 0, 0, 0, 0, 0xffff, hi, lo]
+        | [0, 0, 0, 0, 0, 0, hi, lo]
+        | [0, 0, 0, 0, 0xffff, 0, hi, lo]
+        | [0x64, 0xff9b, 0, 0, 0, 0, hi, lo] => Some(v4(hi, lo)),
+        [0x2002, hi, lo, ..] => Some(v4(hi, lo)),
+        [0x2001, 0, _, _, _, _, hi, lo] => Some(v4(!hi, !lo)),
         _ => None,
     }
 }
 
-/// The named range a denied address falls in.
+/// The IANA IPv4 and IPv6 special-purpose address registries (every entry not globally
+/// reachable), plus multicast and the deprecated site-local range; the most specific first so
+/// that a reason names the narrowest range.
+const DENIED: &[(&str, &str)] = &[
+    ("0.0.0.0/8", "\"this network\" (0.0.0.0/8)"),
+    ("10.0.0.0/8", "private (10.0.0.0/8)"),
+    ("100.64.0.0/10", "carrier-grade NAT (100.64.0.0/10)"),
+    ("127.0.0.0/8", "loopback (127.0.0.0/8)"),
+    ("169.254.0.0/16", "link-local (169.254.0.0/16)"),
+    ("172.16.0.0/12", "private (172.16.0.0/12)"),
+    ("192.0.0.0/24", "IETF protocol assignment (192.0.0.0/24)"),
+    ("192.0.2.0/24", "documentation (192.0.2.0/24)"),
+    ("192.31.196.0/24", "AS112 (192.31.196.0/24)"),
+    ("192.52.193.0/24", "AMT (192.52.193.0/24)"),
+    ("192.88.99.0/24", "6to4 relay (192.88.99.0/24)"),
+    ("192.168.0.0/16", "private (192.168.0.0/16)"),
+    (
+        "192.175.48.0/24",
+        "AS112 direct delegation (192.175.48.0/24)",
+    ),
+    ("198.18.0.0/15", "benchmarking (198.18.0.0/15)"),
+    ("198.51.100.0/24", "documentation (198.51.100.0/24)"),
+    ("203.0.113.0/24", "documentation (203.0.113.0/24)"),
+    ("224.0.0.0/4", "multicast (224.0.0.0/4)"),
+    ("240.0.0.0/4", "reserved or broadcast (240.0.0.0/4)"),
+    ("::/128", "unspecified (::)"),
+    ("::1/128", "loopback (::1)"),
+    ("::ffff:0:0/96", "IPv4-mapped (::ffff:0:0/96)"),
+    ("::ffff:0:0:0/96", "IPv4-translated (::ffff:0:0:0/96)"),
+    ("::/96", "IPv4-compatible (::/96)"),
+    ("64:ff9b:1::/48", "local-use NAT64 (64:ff9b:1::/48)"),
+    ("100::/64", "discard-only (100::/64)"),
+    ("100:0:0:1::/64", "dummy prefix (100:0:0:1::/64)"),
+    ("2001::/32", "Teredo (2001::/32)"),
+    ("2001:db8::/32", "documentation (2001:db8::/32)"),
+    ("2001::/23", "IETF protocol assignment (2001::/23)"),
+    ("2002::/16", "6to4 (2002::/16)"),
+    (
+        "2620:4f:8000::/48",
+        "AS112 direct delegation (2620:4f:8000::/48)",
+    ),
+    ("3fff::/20", "documentation (3fff::/20)"),
+    ("5f00::/16", "SRv6 SIDs (5f00::/16)"),
+    ("fc00::/7", "unique local (fc00::/7)"),
+    ("fe80::/10", "link-local (fe80::/10)"),
+    ("fec0::/10", "site-local (fec0::/10)"),
+    ("ff00::/8", "multicast (ff00::/8)"),
+];
+
+static DENIED_NETS: LazyLock<Vec<(IpNet, &'static str)>> = LazyLock::new(|| {
+    DENIED
+        .iter()
+        .map(|(net, name)| (net.parse().expect("a valid CIDR in DENIED"), *name))
+        .collect()
+});
+
+/// The named range a denied address falls in. An IPv6 address that embeds an IPv4 one is
+/// judged as that IPv4 address first (`::ffff:127.0.0.1` is loopback), and refused anyway if
+/// the embedding range is itself special: only NAT64 (`64:ff9b::/96`) carries public IPv4.
 fn denied_range(addr: IpAddr) -> Option<&'static str> {
-    match addr {
-        IpAddr::V4(v4) => denied_v4(v4),
-        IpAddr::V6(v6) => match embedded_v4(addr) {
-            Some(v4) => denied_v4(v4).or(if is_6to4(v6) { Some("6to4") } else { None }),
-            None => denied_v6(v6),
-        },
+    let lookup = |a: IpAddr| {
+        DENIED_NETS
+            .iter()
+            .find(|(net, _)| net.contains(&a))
+            .map(|(_, name)| *name)
+    };
+    if addr.is_unspecified() || addr.is_loopback() {
+        return lookup(addr); // `::` and `::1` are named as themselves, not as `0.0.0.x`
     }
-}
-
-fn is_6to4(v6: Ipv6Addr) -> bool {
-    v6.segments()[0] == 0x2002
-}
-
-fn denied_v4(a: Ipv4Addr) -> Option<&'static str> {
-    let o = a.octets();
-    Some(match o {
-        [0, ..] => "unspecified (0.0.0.0/8)",
-        [10, ..] => "private (10.0.0.0/8)",
-        [100, b, ..] if (64..128).contains(&b) => "carrier-grade NAT (100.64.0.0/10)",
-        [127, ..] => "loopback (127.0.0.0/8)",
-        [169, 254, ..] => "link-local (169.254.0.0/16)",
-        [172, b, ..] if (16..32).contains(&b) => "private (172.16.0.0/12)",
-        [192, 0, 0, _] => "IETF protocol assignment (192.0.0.0/24)",
-        [192, 0, 2, _] | [198, 51, 100, _] | [203, 0, 113, _] => "documentation",
-        [192, 88, 99, _] => "6to4 relay (192.88.99.0/24)",
-        [192, 168, ..] => "private (192.168.0.0/16)",
-        [198, b, ..] if b == 18 || b == 19 => "benchmarking (198.18.0.0/15)",
-        [224..=239, ..] => "multicast (224.0.0.0/4)",
-        [240..=255, ..] => "reserved or broadcast (240.0.0.0/4)",
-        _ => return None,
-    })
-}
-
-fn denied_v6(a: Ipv6Addr) -> Option<&'static str> {
-    let s = a.segments();
-    Some(match s {
-        [0, 0, 0, 0, 0, 0, 0, 0] => "unspecified (::)",
-        [0, 0, 0, 0, 0, 0, 0, 1] => "loopback (::1)",
-        [0x100, 0, 0, 0, ..] => "discard-only (100::/64)",
-        [0x64, 0xff9b, 1, ..] => "local-use NAT64 (64:ff9b:1::/48)",
-        [0x2001, 0xdb8, ..] => "documentation (2001:db8::/32)",
-        [0x2001, b, ..] if b < 0x200 => "IETF protocol assignment (2001::/23)",
-        [a0, ..] if a0 & 0xfe00 == 0xfc00 => "unique local (fc00::/7)",
-        [a0, ..] if a0 & 0xffc0 == 0xfe80 => "link-local (fe80::/10)",
-        [a0, ..] if a0 & 0xffc0 == 0xfec0 => "site-local (fec0::/10)",
-        [a0, ..] if a0 & 0xff00 == 0xff00 => "multicast (ff00::/8)",
-        _ => return None,
-    })
+    embedded_v4(addr)
+        .and_then(|v4| lookup(IpAddr::V4(v4)))
+        .or_else(|| lookup(addr))
 }
 
 #[cfg(test)]
@@ -194,6 +213,23 @@ mod tests {
             "2002:7f00:1::",
             "64:ff9b:1::1",
             "fec0::1",
+            // The forms that used to slip through, and the rest of the special registries.
+            "::ffff:0.0.0.0",
+            "::ffff:0:7f00:1",
+            "::ffff:0:0:0",
+            "::0.0.0.0",
+            "::8.8.8.8",
+            "::ffff:8.8.8.8",
+            "2001:0:4136:e378:8000:63bf:80ff:fffe",
+            "2002:808:808::1",
+            "3fff::1",
+            "5f00::1",
+            "100:0:0:1::1",
+            "2620:4f:8000::1",
+            "192.31.196.1",
+            "192.52.193.1",
+            "192.175.48.1",
+            "192.0.0.9",
         ];
         let public = [
             "1.1.1.1",
@@ -205,8 +241,8 @@ mod tests {
             "172.32.0.1",
             "192.169.0.1",
             "2606:4700::1111",
-            "::ffff:8.8.8.8",
             "64:ff9b::8.8.8.8",
+            "2600::1",
             "2a00:1450:4001::200e",
         ];
         let policy = NetworkPolicy::default();
@@ -229,6 +265,29 @@ mod tests {
             assert!(policy.check(ip(addr)).is_err(), "{addr}");
         }
         assert!(NetworkPolicy::parse_allowed("localhost").is_err());
+    }
+
+    #[test]
+    fn embedded_forms_are_judged_as_the_ipv4_address_they_carry() {
+        let policy = NetworkPolicy::default();
+        for (addr, reason) in [
+            ("::ffff:0.0.0.0", "\"this network\" (0.0.0.0/8)"),
+            ("::ffff:127.0.0.1", "loopback (127.0.0.0/8)"),
+            ("::ffff:0:127.0.0.1", "loopback (127.0.0.0/8)"),
+            ("::127.0.0.1", "loopback (127.0.0.0/8)"),
+            ("64:ff9b::169.254.169.254", "link-local (169.254.0.0/16)"),
+            ("2002:7f00:1::", "loopback (127.0.0.0/8)"),
+            // Teredo stores the client address inverted: !127.0.0.1 = 128.255.255.254.
+            ("2001:0:1:2::80ff:fffe", "loopback (127.0.0.0/8)"),
+            ("::1", "loopback (::1)"),
+            ("::", "unspecified (::)"),
+        ] {
+            assert_eq!(
+                policy.check(ip(addr)),
+                Err(format!("{} is a {reason} address", ip(addr))),
+                "{addr}"
+            );
+        }
     }
 
     #[test]

@@ -9,6 +9,7 @@ mod access;
 mod api;
 mod cli;
 mod discovery;
+mod hostile;
 mod openapi;
 mod probes;
 mod replicas;

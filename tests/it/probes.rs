@@ -477,7 +477,9 @@ async fn a_v03_agent_with_history_behind_a_lagging_proxy_is_promoted_not_demoted
         public_origin: Some(proxy.origin()),
         ..FakeAgentConfig::default()
     };
-    let agent = FakeAgent::start(config, Behaviour::Conformant).await.unwrap();
+    let agent = FakeAgent::start(config, Behaviour::Conformant)
+        .await
+        .unwrap();
     proxy.forward_to(&agent.origin());
     let db = TestDb::sqlite().await;
     let server = TestServer::start(db.target.clone()).await;
