@@ -23,7 +23,7 @@ struct NoInbox;
 
 #[async_trait::async_trait]
 impl PushInbox for NoInbox {
-    async fn deliveries(&self, _token: &str) -> Vec<InboxDelivery> {
+    async fn deliveries(&self, _token: &str, _skip: usize) -> Vec<InboxDelivery> {
         Vec::new()
     }
 }

@@ -55,6 +55,8 @@ async fn main() -> std::io::Result<()> {
         sign: true,
         step_delay: Duration::from_millis(args.step_delay_ms),
         public_origin: None,
+        padding: 0,
+        tenant: None,
     };
     let agent = FakeAgent::start_on(&args.listen, config, args.behaviour).await?;
     println!(

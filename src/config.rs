@@ -7,8 +7,10 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 
 use crate::app::Settings;
 use crate::domain::callee::Backoff;
+use crate::domain::card::CardCaps;
 use crate::http::HttpLimits;
 use crate::http::auth::AuthSettings;
+use crate::remote::a2a::CallLimits;
 use crate::remote::{NetworkPolicy, OutboundSettings};
 use crate::service::discovery::DiscoverySettings;
 use crate::service::probe::ProbeSettings;
@@ -199,6 +201,26 @@ pub struct OutboundArgs {
     /// Redirects followed per fetch (each hop re-checked, same origin only).
     #[arg(long, env = "CARDGATE_MAX_REDIRECTS", default_value_t = 3)]
     pub max_redirects: usize,
+
+    /// Interfaces one card may list; a card over any cap is untrusted, naming it.
+    #[arg(long, env = "CARDGATE_CARD_MAX_INTERFACES", default_value_t = 64)]
+    pub card_max_interfaces: usize,
+
+    /// Distinct protocol versions (subjects) one card may offer.
+    #[arg(long, env = "CARDGATE_CARD_MAX_VERSIONS", default_value_t = 32)]
+    pub card_max_versions: usize,
+
+    /// Skills one card may list.
+    #[arg(long, env = "CARDGATE_CARD_MAX_SKILLS", default_value_t = 256)]
+    pub card_max_skills: usize,
+
+    /// Signatures one card may carry.
+    #[arg(long, env = "CARDGATE_CARD_MAX_SIGNATURES", default_value_t = 16)]
+    pub card_max_signatures: usize,
+
+    /// Distinct `jku` key sets fetched for one card (all within one fetch timeout).
+    #[arg(long, env = "CARDGATE_CARD_MAX_KEY_SETS", default_value_t = 3)]
+    pub card_max_key_sets: usize,
 }
 
 impl OutboundArgs {
@@ -218,6 +240,13 @@ impl OutboundArgs {
             require_signed: self.require_signed_cards,
             max_card_bytes: self.max_card_bytes,
             fetch_timeout: Duration::from_secs(self.fetch_timeout_secs.max(1)),
+            caps: CardCaps {
+                interfaces: self.card_max_interfaces,
+                versions: self.card_max_versions,
+                skills: self.card_max_skills,
+                signatures: self.card_max_signatures,
+            },
+            max_key_sets: self.card_max_key_sets,
             ..DiscoverySettings::default()
         }
     }
@@ -336,6 +365,21 @@ pub struct ProbeArgs {
     #[arg(long, env = "CARDGATE_PUSH_WAIT_SECS", default_value_t = 10)]
     pub push_wait_secs: u64,
 
+    /// Push deliveries one probe run's webhook accepts; later ones are refused (429).
+    #[arg(long, env = "CARDGATE_PUSH_MAX_DELIVERIES", default_value_t = 64,
+          value_parser = clap::value_parser!(u32).range(1..=10_000))]
+    pub push_max_deliveries: u32,
+
+    /// Exchanges one probe run's transcript keeps; later ones are counted, not stored.
+    #[arg(long, env = "CARDGATE_TRANSCRIPT_MAX_EXCHANGES", default_value_t = 200,
+          value_parser = clap::value_parser!(u32).range(1..=100_000))]
+    pub transcript_max_exchanges: u32,
+
+    /// Bytes of request, response and event bodies one transcript keeps; past it, bodies are
+    /// replaced by their size.
+    #[arg(long, env = "CARDGATE_TRANSCRIPT_MAX_BYTES", default_value_t = 2 * 1024 * 1024)]
+    pub transcript_max_bytes: usize,
+
     /// Jobs (probes, refreshes) this process runs at once.
     #[arg(long, env = "CARDGATE_WORKERS", default_value_t = 8)]
     pub workers: usize,
@@ -355,6 +399,12 @@ impl ProbeArgs {
             push_attempts: self.push_attempts.max(1),
             push_backoff: Duration::from_millis(self.push_backoff_ms),
             push_wait: Duration::from_secs(self.push_wait_secs.max(1)),
+            push_max_deliveries: self.push_max_deliveries as usize,
+            limits: CallLimits {
+                transcript_exchanges: self.transcript_max_exchanges as usize,
+                transcript_bytes: self.transcript_max_bytes,
+                ..CallLimits::default()
+            },
             ..ProbeSettings::default()
         })
     }

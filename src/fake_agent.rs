@@ -43,7 +43,12 @@ pub enum Behaviour {
     NeverFinishes,
     /// Streams contain a frame that is not JSON.
     MalformedSse,
+    /// Every push delivery is sent `FLOOD` times over (a flood with a valid token).
+    PushFlood,
 }
+
+/// How many times `PushFlood` sends each delivery.
+pub const FLOOD: usize = 50;
 
 /// What the agent offers.
 #[derive(Debug, Clone)]
@@ -61,6 +66,11 @@ pub struct FakeAgentConfig {
     pub step_delay: Duration,
     /// The origin the card names, when the agent sits behind a proxy (default: its own).
     pub public_origin: Option<String>,
+    /// Bytes of padding in the `metadata` of every Task it answers with (a hostile agent's
+    /// huge bodies); 0 for none.
+    pub padding: usize,
+    /// The `tenant` of every v1.0 interface, if any.
+    pub tenant: Option<String>,
 }
 
 impl Default for FakeAgentConfig {
@@ -73,6 +83,8 @@ impl Default for FakeAgentConfig {
             sign: true,
             step_delay: Duration::ZERO,
             public_origin: None,
+            padding: 0,
+            tenant: None,
         }
     }
 }
@@ -199,8 +211,19 @@ impl FakeAgent {
         *lock(&self.shared.card) = build_card(&self.shared.origin, &config, &self.shared.key, None);
     }
 
-    /// Republishes the card with another description (same versions and capabilities).
+    /// Republishes the card with another description (same versions and capabilities):
+    /// nothing a subject depends on moves.
     pub fn republish(&self, description: &str) {
+        self.rebuild(description, self.shared.config.tenant.clone());
+    }
+
+    /// Republishes the card with `tenant` on every interface: a change the subjects depend on
+    /// (callers address the agent through it), while the agent answers as before.
+    pub fn republish_interfaces(&self, tenant: &str) {
+        self.rebuild("interfaces moved to a tenant", Some(tenant.to_string()));
+    }
+
+    fn rebuild(&self, description: &str, tenant: Option<String>) {
         let versions = lock(&self.shared.card)["supportedInterfaces"]
             .as_array()
             .map(|list| {
@@ -220,6 +243,7 @@ impl FakeAgent {
             .unwrap_or_else(|| self.shared.config.versions.clone());
         let mut config = self.shared.config.clone();
         config.versions = versions;
+        config.tenant = tenant;
         *lock(&self.shared.card) = build_card(
             &self.shared.origin,
             &config,
@@ -272,7 +296,11 @@ fn build_card(
             .iter()
             .map(|v| {
                 let path = if v.starts_with("0.") { "/a2a/v03" } else { "/a2a/v1" };
-                json!({"url": format!("{origin}{path}"), "protocolBinding": "JSONRPC", "protocolVersion": v})
+                let mut interface = json!({"url": format!("{origin}{path}"), "protocolBinding": "JSONRPC", "protocolVersion": v});
+                if let Some(tenant) = &config.tenant {
+                    interface["tenant"] = tenant.as_str().into();
+                }
+                interface
             })
             .collect();
         json!({
@@ -621,6 +649,9 @@ fn task_json(s: &Shared, task_id: &str, v1: bool, behaviour: Behaviour) -> Value
     if !v1 {
         out["kind"] = "task".into();
     }
+    if s.config.padding > 0 {
+        out["metadata"] = json!({ "padding": "x".repeat(s.config.padding) });
+    }
     out
 }
 
@@ -676,14 +707,21 @@ async fn notify(s: &Shared, task_id: &str, update: &Update) {
     } else {
         task_json(s, task_id, false, Behaviour::Conformant)
     };
-    let _ = s
-        .http
-        .post(url)
-        .header("X-A2A-Notification-Token", token)
-        .json(&body)
-        .timeout(Duration::from_secs(5))
-        .send()
-        .await;
+    let copies = if *lock(&s.behaviour) == Behaviour::PushFlood {
+        FLOOD
+    } else {
+        1
+    };
+    for _ in 0..copies {
+        let _ = s
+            .http
+            .post(&url)
+            .header("X-A2A-Notification-Token", &token)
+            .json(&body)
+            .timeout(Duration::from_secs(5))
+            .send()
+            .await;
+    }
 }
 
 fn stream(s: Arc<Shared>, req: Value, v1: bool, behaviour: Behaviour) -> Response {

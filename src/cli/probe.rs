@@ -89,13 +89,18 @@ struct MemoryInbox(Arc<Mutex<HashMap<String, Vec<PushDelivery>>>>);
 
 #[async_trait::async_trait]
 impl PushInbox for MemoryInbox {
-    async fn deliveries(&self, token: &str) -> Vec<InboxDelivery> {
+    async fn deliveries(&self, token: &str, skip: usize) -> Vec<InboxDelivery> {
         let all = self
             .0
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
         all.get(token)
-            .map(|list| list.iter().map(|d| probe::to_inbox(d, token)).collect())
+            .map(|list| {
+                list.iter()
+                    .skip(skip)
+                    .map(|d| probe::to_inbox(d, token))
+                    .collect()
+            })
             .unwrap_or_default()
     }
 }

@@ -6,6 +6,10 @@ use super::ids::{CalleeId, JobId, ProbeRunId};
 use super::time::Timestamp;
 use super::version::ProtocolVersion;
 
+/// Claims of one job before it is given up: a job whose worker stopped (crashed, killed) this
+/// many times without an outcome is failed with the reason, not claimed forever.
+pub const MAX_ATTEMPTS: i32 = 5;
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum JobKind {

@@ -163,6 +163,7 @@ impl From<ServiceError> for ApiError {
             ServiceError::Conflict(m) => Self::Conflict(m),
             ServiceError::Invalid(m) => Self::invalid(m),
             ServiceError::Unusable(m) => Self::Unprocessable(m),
+            ServiceError::TooLarge(m) => Self::PayloadTooLarge(m),
             ServiceError::Store(e) => e.into(),
         }
     }

@@ -8,6 +8,7 @@ use axum::http::{HeaderMap, StatusCode};
 use super::error::{ApiError, ErrorBody};
 use super::extract::Path;
 use crate::app::AppState;
+use crate::domain::probe::PushReceipt;
 use crate::service::probe;
 
 /// Receive a push notification for a running probe.
@@ -18,6 +19,8 @@ use crate::service::probe;
     responses(
         (status = 204, description = "Recorded"),
         (status = 404, description = "No running probe has this token", body = ErrorBody),
+        (status = 413, description = "The delivery is larger than a probe answer may be", body = ErrorBody),
+        (status = 429, description = "This probe run's webhook has taken all the deliveries it accepts", body = ErrorBody),
     ))]
 pub async fn receive_push(
     State(app): State<AppState>,
@@ -25,13 +28,26 @@ pub async fn receive_push(
     headers: HeaderMap,
     body: Bytes,
 ) -> Result<StatusCode, ApiError> {
+    let unknown = || ApiError::NotFound("no running probe has this token".into());
     if token.len() > 128 || !token.bytes().all(|b| b.is_ascii_hexdigit()) {
-        return Err(ApiError::NotFound("no running probe has this token".into()));
+        return Err(unknown());
     }
     let kept = probe::delivery_headers(&headers);
-    if probe::receive_push(&app.store, &token, kept, body.to_vec(), app.now()).await? {
-        Ok(StatusCode::NO_CONTENT)
-    } else {
-        Err(ApiError::NotFound("no running probe has this token".into()))
+    match probe::receive_push(
+        &app.store,
+        &app.probe,
+        &token,
+        kept,
+        body.to_vec(),
+        app.now(),
+    )
+    .await?
+    {
+        PushReceipt::Stored => Ok(StatusCode::NO_CONTENT),
+        PushReceipt::NoRunningProbe => Err(unknown()),
+        // Not worth a retry: the run's record is complete as far as cardgate is concerned.
+        PushReceipt::CapReached => Err(ApiError::TooManyRequests {
+            retry_after_secs: app.probe.deadline.as_secs(),
+        }),
     }
 }

@@ -56,6 +56,12 @@ pub struct CallLimits {
     pub max_event_bytes: usize,
     pub max_events: usize,
     pub idle: Duration,
+    /// Exchanges the transcript keeps (it is stored with the run and shown to every reader);
+    /// later ones are counted, not kept.
+    pub transcript_exchanges: usize,
+    /// Bytes of bodies and event data the transcript keeps; past it, each body is replaced by
+    /// a note of its size.
+    pub transcript_bytes: usize,
 }
 
 impl Default for CallLimits {
@@ -66,8 +72,19 @@ impl Default for CallLimits {
             max_event_bytes: 256 * 1024,
             max_events: 200,
             idle: Duration::from_secs(10),
+            transcript_exchanges: 200,
+            transcript_bytes: 2 * 1024 * 1024,
         }
     }
+}
+
+/// What the transcript left out once its budget was spent.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Omitted {
+    pub exchanges: usize,
+    pub bodies: usize,
+    pub frames: usize,
+    pub bytes: usize,
 }
 
 /// One exchange, as it happened.
@@ -143,6 +160,10 @@ pub struct A2aClient {
     limits: CallLimits,
     next_call: u32,
     transcript: Vec<Exchange>,
+    kept_bytes: usize,
+    omitted: Omitted,
+    /// No call runs past this (the probe cycle's deadline), whatever `limits.timeout` says.
+    deadline: Option<Instant>,
 }
 
 impl A2aClient {
@@ -163,11 +184,30 @@ impl A2aClient {
             limits,
             next_call: 0,
             transcript: Vec::new(),
+            kept_bytes: 0,
+            omitted: Omitted::default(),
+            deadline: None,
         }
     }
 
     pub fn wire(&self) -> Wire {
         self.wire
+    }
+
+    /// Bounds every later call by `deadline`.
+    pub fn set_deadline(&mut self, deadline: Instant) {
+        self.deadline = Some(deadline);
+    }
+
+    /// The time a call may take now: its own timeout, cut to what is left of the deadline.
+    fn call_timeout(&self) -> Duration {
+        match self.deadline {
+            Some(d) => self
+                .limits
+                .timeout
+                .min(d.saturating_duration_since(Instant::now())),
+            None => self.limits.timeout,
+        }
     }
 
     /// The number the next call will be given.
@@ -183,14 +223,40 @@ impl A2aClient {
         self.transcript
     }
 
+    /// What the transcript left out, if anything.
+    pub fn omitted(&self) -> Option<Omitted> {
+        (self.omitted != Omitted::default()).then_some(self.omitted)
+    }
+
+    /// Keeps `value` if the byte budget allows, else a note of its size in its place.
+    fn within_budget(&mut self, value: Value) -> Value {
+        let size = value.to_string().len();
+        if self.kept_bytes + size <= self.limits.transcript_bytes {
+            self.kept_bytes += size;
+            return value;
+        }
+        self.omitted.bodies += 1;
+        self.omitted.bytes += size;
+        json!({ "omitted": format!("{size} bytes: the transcript's budget was spent") })
+    }
+
     /// Records a frame of an open stream in its exchange.
     pub fn record_frame(&mut self, call: u32, frame: &Frame) {
-        if let Some(ex) = self.transcript.iter_mut().find(|e| e.call == call) {
+        let size = frame.data.len();
+        let fits = self.kept_bytes + size <= self.limits.transcript_bytes;
+        let Some(ex) = self.transcript.iter_mut().find(|e| e.call == call) else {
+            return;
+        };
+        if fits {
+            self.kept_bytes += size;
             ex.frames.push(FrameRecord {
                 received_at: frame.received_at,
                 event: frame.event.clone(),
                 data: frame.data.clone(),
             });
+        } else {
+            self.omitted.frames += 1;
+            self.omitted.bytes += size;
         }
     }
 
@@ -328,11 +394,20 @@ impl A2aClient {
             }
         };
         let started = Instant::now();
-        let response = match self
-            .outbound
-            .send(request.header(ACCEPT, "text/event-stream"))
-            .await
-        {
+        let timeout = self.call_timeout();
+        let sent = tokio::time::timeout(
+            timeout,
+            self.outbound
+                .send(request.header(ACCEPT, "text/event-stream")),
+        )
+        .await
+        .unwrap_or_else(|_| {
+            Err(crate::remote::FetchError::Timeout {
+                url: self.url.to_string(),
+                secs: timeout.as_secs(),
+            })
+        });
+        let response = match sent {
             Ok(r) => r,
             Err(e) => {
                 let answer = Answer::Broken(e.to_string());
@@ -371,9 +446,15 @@ impl A2aClient {
                 content_type,
             };
         }
-        let (body, error) = match read_capped(response, self.limits.max_body).await {
-            Ok(b) => (Some(body_value(&b)), None),
-            Err(e) => (None, Some(e.to_string())),
+        let read = tokio::time::timeout(
+            self.call_timeout(),
+            read_capped(response, self.limits.max_body),
+        )
+        .await;
+        let (body, error) = match read {
+            Ok(Ok(b)) => (Some(body_value(&b)), None),
+            Ok(Err(e)) => (None, Some(e.to_string())),
+            Err(_) => (None, Some("no answer before the deadline".to_string())),
         };
         let answer = self.interpret(status, body.as_ref(), error.as_deref());
         self.finish(
@@ -397,7 +478,8 @@ impl A2aClient {
             Err(answer) => return (self.next_call - 1, answer),
         };
         let started = Instant::now();
-        let result = tokio::time::timeout(self.limits.timeout, async {
+        let timeout = self.call_timeout();
+        let result = tokio::time::timeout(timeout, async {
             let response = self
                 .outbound
                 .send(request)
@@ -412,10 +494,11 @@ impl A2aClient {
         })
         .await
         .unwrap_or_else(|_| {
-            Err(format!(
-                "no answer within {} s",
-                self.limits.timeout.as_secs()
-            ))
+            Err(if timeout < self.limits.timeout {
+                "no answer before the probe cycle's deadline".to_string()
+            } else {
+                format!("no answer within {} s", timeout.as_secs())
+            })
         });
         match result {
             Ok((status, content_type, body)) => {
@@ -460,20 +543,25 @@ impl A2aClient {
                 (format!("{http_method} {path}"), url, body, http_method)
             }
         };
-        self.transcript.push(Exchange {
-            call,
-            step: step.to_string(),
-            method,
-            url: url.to_string(),
-            request: body.clone().unwrap_or(Value::Null),
-            started_at: time::now(),
-            elapsed_ms: 0,
-            status: None,
-            content_type: None,
-            response: None,
-            frames: Vec::new(),
-            error: None,
-        });
+        if self.transcript.len() < self.limits.transcript_exchanges {
+            let request = self.within_budget(body.clone().unwrap_or(Value::Null));
+            self.transcript.push(Exchange {
+                call,
+                step: step.to_string(),
+                method,
+                url: url.to_string(),
+                request,
+                started_at: time::now(),
+                elapsed_ms: 0,
+                status: None,
+                content_type: None,
+                response: None,
+                frames: Vec::new(),
+                error: None,
+            });
+        } else {
+            self.omitted.exchanges += 1;
+        }
         let mut headers = HeaderMap::new();
         if self.wire != Wire::JsonRpcV03 {
             // v1.0 agents refuse calls without it; v0.3 compat layers refuse calls with it.
@@ -502,6 +590,10 @@ impl A2aClient {
         response: Option<Value>,
         error: Option<String>,
     ) {
+        if !self.transcript.iter().any(|e| e.call == call) {
+            return; // an exchange past the count budget
+        }
+        let response = response.map(|r| self.within_budget(r));
         if let Some(ex) = self.transcript.iter_mut().find(|e| e.call == call) {
             ex.elapsed_ms = started.elapsed().as_millis() as u64;
             ex.status = status;

@@ -150,6 +150,7 @@ pub async fn register(
         snapshot_id: snapshot.id,
         sha256: &snapshot.sha256,
         card,
+        previous: None,
         changed: true,
     };
     let events = to_new_events(
@@ -369,6 +370,9 @@ fn decide<'a>(
                         snapshot_id: snapshot.id,
                         sha256: &snapshot.sha256,
                         card,
+                        previous: latest
+                            .filter(|l| l.assessment.trusted)
+                            .and_then(|l| l.assessment.card.as_ref()),
                         changed,
                     };
                     Decided {
@@ -413,6 +417,7 @@ fn restore(
         snapshot_id: latest.id,
         sha256: &latest.sha256,
         card,
+        previous: Some(card),
         changed: false,
     };
     changes::events_for(subjects, &new)

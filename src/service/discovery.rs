@@ -5,6 +5,8 @@
 use std::collections::HashMap;
 use std::time::Duration;
 
+use tokio::time::Instant;
+
 use bytes::Bytes;
 use reqwest::header::{
     ACCEPT, ETAG, HeaderMap, HeaderValue, IF_MODIFIED_SINCE, IF_NONE_MATCH, LAST_MODIFIED,
@@ -16,7 +18,7 @@ use url::Url;
 use crate::domain::callee::CardUrl;
 use crate::domain::card::canonical::canonicalize_card;
 use crate::domain::card::signature::{self, EntryOutcome, KeySet, KeySource, SignatureVerdict};
-use crate::domain::card::{Assessment, CardSnapshot, parse_card};
+use crate::domain::card::{Assessment, CardCaps, CardSnapshot, parse_card};
 use crate::domain::ids::{CalleeId, SnapshotId};
 use crate::domain::time::Timestamp;
 use crate::remote::{FetchError, Limits, Outbound, Redirects};
@@ -31,6 +33,10 @@ pub struct DiscoverySettings {
     pub max_card_bytes: usize,
     pub max_jwks_bytes: usize,
     pub fetch_timeout: Duration,
+    /// What one card may hold, in kind: a card over a cap is untrusted, naming the cap.
+    pub caps: CardCaps,
+    /// Distinct `jku` key sets fetched for one card; all of them share one `fetch_timeout`.
+    pub max_key_sets: usize,
 }
 
 impl Default for DiscoverySettings {
@@ -40,6 +46,8 @@ impl Default for DiscoverySettings {
             max_card_bytes: 512 * 1024,
             max_jwks_bytes: 64 * 1024,
             fetch_timeout: Duration::from_secs(10),
+            caps: CardCaps::default(),
+            max_key_sets: 3,
         }
     }
 }
@@ -180,6 +188,13 @@ impl Discovery {
                 );
             }
         };
+        if let Err(over) = self.settings.caps.check(&value, &card) {
+            let problem = format!("the card is too large in kind: {over}");
+            return untrusted(
+                problem.clone(),
+                SignatureVerdict::NotChecked { reason: problem },
+            );
+        }
         let (signature, uncovered) = self.verify(url, &value, trusted_keys).await;
         let problem = match &signature {
             SignatureVerdict::Verified { .. } => None,
@@ -248,6 +263,9 @@ impl Discovery {
             }
             None => None,
         };
+        // Every signature may name its own key set: a few distinct ones are fetched, all
+        // within one deadline, so a card cannot make cardgate wait on a slow origin per entry.
+        let deadline = Instant::now() + self.settings.fetch_timeout;
         let mut jwks_cache: HashMap<String, Result<KeySet, String>> = HashMap::new();
         let mut outcomes = Vec::with_capacity(entries.len());
         for entry in &entries {
@@ -261,7 +279,14 @@ impl Discovery {
                     ),
                     Some(jku) => {
                         if !jwks_cache.contains_key(jku) {
-                            let fetched = self.fetch_jwks(jku, card_url).await;
+                            let fetched = if jwks_cache.len() >= self.settings.max_key_sets {
+                                Err(format!(
+                                    "the card names more than {} distinct jku key sets; the rest are not fetched",
+                                    self.settings.max_key_sets
+                                ))
+                            } else {
+                                self.fetch_jwks(jku, card_url, deadline).await
+                            };
                             jwks_cache.insert(jku.clone(), fetched);
                         }
                         jwks_cache[jku].clone()
@@ -283,7 +308,19 @@ impl Discovery {
     }
 
     /// Fetches a `jku` key set: only on the card's origin, through the guarded client.
-    async fn fetch_jwks(&self, jku: &str, card_url: &Url) -> Result<KeySet, String> {
+    async fn fetch_jwks(
+        &self,
+        jku: &str,
+        card_url: &Url,
+        deadline: Instant,
+    ) -> Result<KeySet, String> {
+        let timeout = deadline.saturating_duration_since(Instant::now());
+        if timeout.is_zero() {
+            return Err(format!(
+                "jku {jku}: the card's key sets took longer than {} s in all",
+                self.settings.fetch_timeout.as_secs()
+            ));
+        }
         // A literal non-public address is named as such before the https and origin rules.
         if let Ok(url) = Url::parse(jku) {
             self.outbound
@@ -295,7 +332,7 @@ impl Discovery {
         headers.insert(ACCEPT, HeaderValue::from_static("application/json"));
         let limits = Limits {
             max_body: self.settings.max_jwks_bytes,
-            timeout: self.settings.fetch_timeout,
+            timeout,
         };
         let fetched = self
             .outbound

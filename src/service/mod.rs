@@ -25,6 +25,9 @@ pub enum ServiceError {
     /// The callee's card cannot be used (fetch, parse or signature); nothing was stored.
     #[error("{0}")]
     Unusable(String),
+    /// The input is over a size bound.
+    #[error("{0}")]
+    TooLarge(String),
     #[error(transparent)]
     Store(#[from] StoreError),
 }

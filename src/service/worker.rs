@@ -11,7 +11,7 @@ use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
 use crate::app::AppState;
-use crate::domain::job::{Job, JobKind};
+use crate::domain::job::{Job, JobKind, MAX_ATTEMPTS};
 
 /// How the worker runs.
 #[derive(Debug, Clone)]
@@ -98,6 +98,20 @@ async fn run_job(
     shutdown: &CancellationToken,
 ) {
     let owner = settings.owner.as_str();
+    if job.attempts > MAX_ATTEMPTS {
+        // Claimed again after its worker stopped each time: the job itself may be what kills
+        // workers, so it stops here, with the reason recorded.
+        let why = format!(
+            "gave up after {MAX_ATTEMPTS} attempts: each ended without an outcome (the worker stopped)"
+        );
+        tracing::error!(job.id = %job.id, "job {}: {why}", job.id);
+        let now = state.now();
+        if let Some(run) = job.probe_run_id {
+            let _ = state.store.abort_probe_run(run, &why, now).await;
+        }
+        let _ = state.store.finish_job(job.id, owner, Some(&why), now).await;
+        return;
+    }
     tracing::info!(job.id = %job.id, kind = job.kind.as_str(), callee.id = %job.callee_id, attempt = job.attempts, "job {} started", job.id);
     let renew = async {
         let mut tick = tokio::time::interval(settings.lease / 3);
@@ -127,6 +141,13 @@ async fn run_job(
         Some(Ok(())) => {}
         Some(Err(e)) => {
             tracing::error!(job.id = %job.id, error = ?e, "job {} failed", job.id);
+            // A failed job's run ends with it: it never promotes, and never stays `running`.
+            if let Some(run) = job.probe_run_id {
+                let _ = state
+                    .store
+                    .abort_probe_run(run, &format!("the probe job failed: {e:#}"), now)
+                    .await;
+            }
             let _ = state
                 .store
                 .finish_job(job.id, owner, Some(&format!("{e:#}")), now)

@@ -82,13 +82,25 @@ where
     let status = if error.is_some() { "failed" } else { "done" };
     sqlx::query(
         "update jobs set status = $3, last_error = $4, lease_owner = null, lease_until = null, \
-         updated_at = $5 where id = $1 and lease_owner = $2",
+         updated_at = $5 where id = $1 and lease_owner = $2 and status = 'running'",
     )
     .bind(id.0)
     .bind(owner.to_string())
     .bind(status.to_string())
     .bind(error.map(str::to_string))
     .bind(now)
+}
+
+/// The fence on a write made for a job: `rows` from [`finish_job_query`] must be 1, else the
+/// worker lost its lease (another took the job over) and its transaction must not commit.
+pub(super) fn still_leased(rows: u64, job: JobId, owner: &str) -> Result<(), StoreError> {
+    if rows == 1 {
+        Ok(())
+    } else {
+        Err(StoreError::Conflict(format!(
+            "job {job} is no longer leased to {owner}"
+        )))
+    }
 }
 
 /// What an insert does when an active job already has the new job's dedup key.
@@ -294,7 +306,7 @@ impl Store {
         let n = dispatch!(self, |pool| {
             sqlx::query(
                 "update jobs set status = 'queued', run_after = $3, last_error = coalesce($4, last_error), \
-                 lease_owner = null, lease_until = null, updated_at = $5 where id = $1 and lease_owner = $2",
+                 lease_owner = null, lease_until = null, updated_at = $5 where id = $1 and lease_owner = $2 and status = 'running'",
             )
             .bind(id.0)
             .bind(owner)

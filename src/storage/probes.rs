@@ -11,7 +11,7 @@ use crate::domain::gate::SubjectState;
 use crate::domain::ids::{CalleeId, JobId, ProbeRunId};
 use crate::domain::job::Job;
 use crate::domain::ledger::{EventBody, EventRecord, NewEvent};
-use crate::domain::probe::{Judgement, Observations, ProbeRun, RunStatus};
+use crate::domain::probe::{Judgement, Observations, ProbeRun, PushReceipt, RunStatus};
 use crate::domain::time::Timestamp;
 use crate::domain::version::ProtocolVersion;
 
@@ -311,11 +311,20 @@ impl Store {
                     actor: finished.actor.to_string(),
                 })
                 .collect();
+            // Fenced: a worker that lost its lease (another took the job over) finishes
+            // nothing and appends nothing; neither does a run that is no longer running.
+            if let Some((job, owner)) = job {
+                let rows = super::jobs::finish_job_query(job, owner, None, now)
+                    .execute(&mut *tx)
+                    .await?
+                    .rows_affected();
+                super::jobs::still_leased(rows, job, owner)?;
+            }
             let appended = tx.append_events(&events, now).await?;
             let seqs: Vec<i64> = appended.iter().map(|(e, _)| e.seq).collect();
-            sqlx::query(
+            let updated = sqlx::query(
                 "update probe_runs set status = 'finished', finished_at = $2, passed = $3, judgement = $4, \
-                 observations = $5, transcript = $6, ledger_seqs = $7 where id = $1",
+                 observations = $5, transcript = $6, ledger_seqs = $7 where id = $1 and status = 'running'",
             )
             .bind(id.0)
             .bind(now)
@@ -325,12 +334,17 @@ impl Store {
             .bind(finished.transcript.to_string())
             .bind(serde_json::to_string(&seqs).expect("numbers serialize"))
             .execute(&mut *tx)
-            .await?;
-            if let Some((job, owner)) = job {
-                super::jobs::finish_job_query(job, owner, None, now)
-                    .execute(&mut *tx)
-                    .await?;
+            .await?
+            .rows_affected();
+            if updated != 1 {
+                return Err(StoreError::Conflict(format!(
+                    "probe run {id} is not running; it cannot finish"
+                )));
             }
+            sqlx::query("delete from push_deliveries where token = $1")
+                .bind(run.push_token.clone())
+                .execute(&mut *tx)
+                .await?;
             tx.commit().await?;
             Ok(appended)
         })
@@ -352,6 +366,14 @@ impl Store {
             .bind(now)
             .bind(error)
             .execute(pool)
+            .await?;
+            // Its deliveries served only the wait; an aborted run keeps none.
+            sqlx::query(
+                "delete from push_deliveries where token = \
+                 (select push_token from probe_runs where id = $1)",
+            )
+            .bind(id.0)
+            .execute(pool)
             .await
             .map(drop)
         })?;
@@ -367,35 +389,66 @@ impl Store {
     }
 
     /// Stores a webhook delivery if `token` belongs to a running probe; `false` otherwise.
+    /// Stores a webhook delivery for the running probe whose token it carries, unless that
+    /// run already has `max_per_run` deliveries (checked in the same statement).
     pub async fn record_push_delivery(
         &self,
         token: &str,
         delivery: &PushDelivery,
-    ) -> Result<bool, StoreError> {
-        let n = dispatch!(self, |pool| {
-            sqlx::query(
+        max_per_run: usize,
+    ) -> Result<PushReceipt, StoreError> {
+        let max = i64::try_from(max_per_run).unwrap_or(i64::MAX);
+        let (stored, running) = dispatch!(self, |pool| {
+            let stored = sqlx::query(
                 "insert into push_deliveries (id, token, received_at, headers, body) \
                  select $1, $2, $3, $4, $5 where exists \
-                 (select 1 from probe_runs where push_token = $2 and status = 'running')",
+                 (select 1 from probe_runs where push_token = $2 and status = 'running') \
+                 and (select count(*) from push_deliveries where token = $2) < $6",
             )
             .bind(Uuid::now_v7())
             .bind(token)
             .bind(delivery.received_at)
             .bind(delivery.headers.to_string())
             .bind(&delivery.body)
+            .bind(max)
             .execute(pool)
-            .await
-            .map(|r| r.rows_affected())
+            .await?
+            .rows_affected();
+            let running = stored == 1
+                || sqlx::query_as::<_, (i32,)>(
+                    "select 1 from probe_runs where push_token = $1 and status = 'running'",
+                )
+                .bind(token)
+                .fetch_optional(pool)
+                .await?
+                .is_some();
+            Ok::<_, sqlx::Error>((stored == 1, running))
         })?;
-        Ok(n == 1)
+        Ok(match (stored, running) {
+            (true, _) => PushReceipt::Stored,
+            (false, true) => PushReceipt::CapReached,
+            (false, false) => PushReceipt::NoRunningProbe,
+        })
     }
 
-    pub async fn push_deliveries(&self, token: &str) -> Result<Vec<PushDelivery>, StoreError> {
+    /// The deliveries for `token` after the first `skip`, oldest first: a waiting probe reads
+    /// each body once.
+    pub async fn push_deliveries(
+        &self,
+        token: &str,
+        skip: usize,
+    ) -> Result<Vec<PushDelivery>, StoreError> {
+        let skip = i64::try_from(skip).unwrap_or(i64::MAX);
         let rows: Vec<(DateTime<Utc>, String, Vec<u8>)> = dispatch!(self, |pool| {
-            sqlx::query_as("select received_at, headers, body from push_deliveries where token = $1 order by id")
-                .bind(token)
-                .fetch_all(pool)
-                .await
+            sqlx::query_as(
+                "select received_at, headers, body from push_deliveries where token = $1 \
+                 order by id limit $3 offset $2",
+            )
+            .bind(token)
+            .bind(skip)
+            .bind(i64::MAX)
+            .fetch_all(pool)
+            .await
         })?;
         rows.into_iter()
             .map(|(received_at, headers, body)| {

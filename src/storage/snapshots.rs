@@ -184,10 +184,13 @@ impl Store {
             for (run, probe) in probes {
                 tx.queue_probe(run, probe).await?;
             }
+            // Fenced like a probe: a refresh whose worker lost the lease commits nothing.
             if let Some((job, owner)) = job {
-                super::jobs::finish_job_query(job, owner, None, now)
+                let rows = super::jobs::finish_job_query(job, owner, None, now)
                     .execute(&mut *tx)
-                    .await?;
+                    .await?
+                    .rows_affected();
+                super::jobs::still_leased(rows, job, owner)?;
             }
             tx.commit().await?;
             Ok(appended)

@@ -576,9 +576,14 @@ async fn refresh_transitions_record_the_right_events_and_move_no_gate(db: TestDb
         .to_string();
     promote(&db, &id, "1.0").await;
 
-    // Republish: skills changed, same versions. No gate moves.
+    // Republish: skills changed, same versions and interfaces. Kept as a snapshot; nothing a
+    // subject depends on moved, so the ledger gets nothing and no gate moves.
     let mut card = agent.card("A", &["1.0"], json!({"streaming": true}));
     card["skills"][0]["name"] = "Echo v2".into();
+    agent.serve_signed_card(CARD, &card);
+    assert_eq!(refresh(&server, &id).await, ("fetched".into(), vec![]));
+    // Republish: the interface moved. Recorded for its subject; still no gate moves.
+    card["supportedInterfaces"][0]["tenant"] = "t2".into();
     agent.serve_signed_card(CARD, &card);
     assert_eq!(
         refresh(&server, &id).await,
@@ -646,7 +651,7 @@ async fn refresh_transitions_record_the_right_events_and_move_no_gate(db: TestDb
         ),
     );
     let (_, events) = refresh(&server, &id).await;
-    assert_eq!(events, ["1.0 card-republished", "1.1 version-withdrawn"]);
+    assert_eq!(events, ["1.1 version-withdrawn"]);
     assert_eq!(
         gates(&server, &id).await,
         [

@@ -5,8 +5,20 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
+use cardgate::domain::card::signature::sign_card;
+use cardgate::fake_agent::{Behaviour, FakeAgent, FakeAgentConfig};
 use cardgate::remote::{Limits, NetworkPolicy, Outbound, OutboundSettings, Redirects};
 use reqwest::header::HeaderMap;
+use serde_json::{Value, json};
+
+use crate::probes::{finding, probe, register};
+use crate::support::cards::{CardServer, Reply};
+use crate::support::{TestDb, TestServer, on_both_backends, test_settings};
+
+on_both_backends!(
+    a_card_with_too_many_versions_is_refused_naming_the_cap,
+    signatures_pointing_at_many_slow_key_sets_cost_a_few_fetches,
+);
 
 /// A listener on 127.0.0.1 that counts the connections it accepts.
 async fn counting_listener() -> (u16, Arc<AtomicUsize>) {
@@ -100,4 +112,145 @@ async fn no_literal_form_of_a_local_address_reaches_a_listener_on_loopback() {
     .unwrap();
     let _ = fetch(&allowing, &format!("http://127.0.0.1:{port}/")).await;
     assert_eq!(accepted.load(Ordering::SeqCst), 1);
+}
+
+/// Registers `origin` and returns the status and body of the answer.
+async fn try_register(server: &TestServer, origin: &str) -> (u16, Value) {
+    let (status, body) = server
+        .post("/v1/callees", json!({ "card_url": origin }))
+        .await;
+    (status, body)
+}
+
+async fn a_card_with_too_many_versions_is_refused_naming_the_cap(db: TestDb) {
+    let cards = CardServer::start().await;
+    let versions: Vec<String> = (0..40).map(|minor| format!("1.{minor}")).collect();
+    let versions: Vec<&str> = versions.iter().map(String::as_str).collect();
+    cards.serve_signed_card(
+        "/.well-known/agent-card.json",
+        &cards.card("many", &versions, json!({})),
+    );
+    let server = TestServer::start(db.target.clone()).await;
+    let (status, body) = try_register(&server, &cards.origin()).await;
+    assert_eq!(status, 422, "{body}");
+    let message = body["error"]["message"].as_str().unwrap();
+    assert!(
+        message.contains("40 distinct protocol versions, over the cap of 32"),
+        "{message}"
+    );
+    let (_, list) = server.get("/v1/callees").await;
+    assert_eq!(
+        list["items"].as_array().map(Vec::len),
+        Some(0),
+        "nothing half-written"
+    );
+    server.stop().await;
+}
+
+async fn signatures_pointing_at_many_slow_key_sets_cost_a_few_fetches(db: TestDb) {
+    let cards = CardServer::start().await;
+    let card = cards.card("fan-out", &["1.0"], json!({}));
+    let mut signatures = Vec::new();
+    for i in 0..12 {
+        let path = format!("/keys/{i}.json");
+        cards.set(&path, Reply::NeverFinishes);
+        let jku = cards.url(&path);
+        let signed = sign_card(
+            &card,
+            &cards.key.private,
+            "ES256",
+            &cards.key.kid,
+            Some(&jku),
+        )
+        .unwrap();
+        signatures.push(signed["signatures"][0].clone());
+    }
+    let mut hostile = card;
+    hostile["signatures"] = Value::Array(signatures);
+    cards.set_json("/.well-known/agent-card.json", &hostile);
+    let server = TestServer::start(db.target.clone()).await;
+    let (status, body) = try_register(&server, &cards.origin()).await;
+    assert_eq!(status, 422, "{body}");
+    let fetched: usize = (0..12)
+        .map(|i| cards.requests(&format!("/keys/{i}.json")).len())
+        .sum();
+    assert!(
+        (1..=3).contains(&fetched),
+        "{fetched} key sets fetched; at most 3 distinct ones are"
+    );
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_interface_url_in_a_special_address_form_is_never_connected_to() {
+    let (port, accepted) = counting_listener().await;
+    let cards = CardServer::start().await;
+    let mut card = cards.card("mapped", &["1.0"], json!({}));
+    card["supportedInterfaces"][0]["url"] = format!("http://[::ffff:0.0.0.0]:{port}/a2a").into();
+    cards.serve_signed_card("/.well-known/agent-card.json", &card);
+    let db = TestDb::sqlite().await;
+    let server = TestServer::start(db.target.clone()).await;
+    let callee = register(&server, &cards.origin(), json!({})).await;
+    let run = probe(&server, &callee, "1.0").await;
+    assert_eq!(accepted.load(Ordering::SeqCst), 0, "{run:#}");
+    let created = finding(&run, "LC-TASK-CREATED");
+    assert_eq!(created["status"], "fail", "{run:#}");
+    let message = created["message"].as_str().unwrap();
+    assert!(message.contains("\"this network\""), "{message}");
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn padded_answers_and_endless_polling_keep_the_transcript_within_its_budget() {
+    let config = FakeAgentConfig {
+        streaming: false,
+        push: false,
+        padding: 200 * 1024,
+        ..FakeAgentConfig::default()
+    };
+    let agent = FakeAgent::start(config, Behaviour::NeverFinishes)
+        .await
+        .unwrap();
+    let db = TestDb::sqlite().await;
+    let mut settings = test_settings(db.target.clone());
+    settings.probe.deadline = Duration::from_secs(3);
+    settings.probe.limits.transcript_bytes = 1024 * 1024;
+    let server = TestServer::start_with(settings).await;
+    let callee = register(&server, &agent.origin(), json!({})).await;
+    let run = probe(&server, &callee, "1.0").await;
+    let truncated = finding(&run, "PROBE-TRANSCRIPT");
+    assert_eq!(truncated["status"], "fail", "{truncated}");
+    let stored = run["exchanges"].to_string().len();
+    // Dozens of 200 KiB answers were polled; the record holds 1 MiB of bodies plus their
+    // envelopes and the notes that stand in for the rest.
+    assert!(stored < 1536 * 1024, "{stored} bytes stored");
+    assert_eq!(run["verdict"]["passed"], false);
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_webhook_flood_with_a_valid_token_stops_at_the_cap_and_leaves_nothing_behind() {
+    let agent = FakeAgent::start(FakeAgentConfig::default(), Behaviour::PushFlood)
+        .await
+        .unwrap();
+    let db = TestDb::sqlite().await;
+    let mut settings = test_settings(db.target.clone());
+    settings.probe.push_max_deliveries = 8;
+    let server = TestServer::start_with(settings).await;
+    let callee = register(&server, &agent.origin(), json!({})).await;
+    let run = probe(&server, &callee, "1.0").await;
+    assert_eq!(run["status"], "finished", "{run:#}");
+    let id = cardgate::domain::ids::ProbeRunId(run["id"].as_str().unwrap().parse().unwrap());
+    let stored = db.store.probe_run(id).await.unwrap();
+    let push = stored.observations.unwrap().push.unwrap();
+    assert_eq!(push.deliveries, 8, "{push:?}");
+    assert!(
+        db.store
+            .push_deliveries(&stored.push_token, 0)
+            .await
+            .unwrap()
+            .is_empty(),
+        "deliveries are deleted with their run"
+    );
+    server.stop().await;
 }

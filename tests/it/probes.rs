@@ -193,11 +193,20 @@ async fn a_terminal_without_timestamp_demotes_and_only_a_fresh_pass_repromotes(d
     let strict = decision(&server, &callee, "caller_version=1.0").await;
     assert_eq!(condition(&strict, "not-demoted")["status"], "fail");
 
-    // A card republish does not lift the demotion.
+    // A card republish, one that moves the subject's interfaces, does not lift the demotion.
+    agent.republish_interfaces("tenant-2");
     let (_, refresh) = server
         .post(&format!("/v1/callees/{callee}/refresh"), json!({}))
         .await;
-    assert_eq!(refresh["status"], "unchanged");
+    assert_eq!(refresh["status"], "fetched", "{refresh:#}");
+    let (_, ledger) = server.get(&format!("/v1/ledger?callee_id={callee}")).await;
+    let kinds: Vec<&str> = ledger["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["kind"].as_str().unwrap())
+        .collect();
+    assert_eq!(kinds.last(), Some(&"card-republished"), "{kinds:?}");
     assert_eq!(gate(&server, &callee, "1.0").await, "demoted");
 
     // A fresh passing probe does.
@@ -334,7 +343,8 @@ async fn fails_without_trigger(behaviour: Behaviour, code: &str, mentions: &str)
     assert_eq!(run["verdict"]["passed"], false);
     assert!(
         run["verdict"]["triggers"].as_array().unwrap().is_empty(),
-        "{behaviour:?}"
+        "{behaviour:?}: {:#}",
+        run["verdict"]
     );
     assert_eq!(events(&run), ["probe-finished"]);
     assert_eq!(gate(&server, &callee, "1.0").await, "card-trusted");

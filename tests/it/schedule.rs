@@ -142,7 +142,7 @@ async fn a_new_version_is_noticed_probed_and_trusted_within_one_refresh(db: Test
     let (_, ready) = server.get("/readyz").await;
     assert!(ready["scheduler_last_tick_at"].is_string(), "{ready:#}");
 
-    // A republish (the description changes) of a demoted subject's card does not lift it.
+    // A republish that moves the demoted subject's interfaces does not lift it.
     let report = json!({"protocol_version": "1.1", "trigger": "terminal-without-timestamp",
                         "evidence": {"observed": [{"state": "TASK_STATE_COMPLETED"}]}});
     let (status, body) = server
@@ -150,7 +150,7 @@ async fn a_new_version_is_noticed_probed_and_trusted_within_one_refresh(db: Test
         .await;
     assert_eq!(status, 201, "{body}");
     assert_eq!(gate(&server, &callee, "1.1").await, "demoted");
-    agent.republish("a new description, same lifecycle");
+    agent.republish_interfaces("tenant-2");
     eventually("the republish", || async {
         ledger_kinds(&server, &callee)
             .await

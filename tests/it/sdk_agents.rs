@@ -214,7 +214,11 @@ struct NoInbox;
 
 #[async_trait::async_trait]
 impl cardgate::service::probe::PushInbox for NoInbox {
-    async fn deliveries(&self, _token: &str) -> Vec<cardgate::service::probe::InboxDelivery> {
+    async fn deliveries(
+        &self,
+        _token: &str,
+        _skip: usize,
+    ) -> Vec<cardgate::service::probe::InboxDelivery> {
         Vec::new()
     }
 }

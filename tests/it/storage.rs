@@ -7,6 +7,7 @@ use cardgate::domain::capability::Capability;
 use cardgate::domain::gate::{DemotionClass, GateError, GateState, SubjectState};
 use cardgate::domain::ids::{CalleeId, ProbeRunId, ReportId, SnapshotId};
 use cardgate::domain::ledger::{EventBody, NewEvent};
+use cardgate::domain::probe::RunStatus;
 use cardgate::domain::time::{self, Timestamp};
 use cardgate::domain::version::ProtocolVersion;
 use cardgate::service::ledger::verify;
@@ -27,6 +28,7 @@ on_both_backends!(
     concurrent_appends_for_one_subject_keep_one_chain,
     the_queue_dedups_claims_expired_leases_first_and_prunes_what_finished,
     probes_commit_with_the_refresh_that_calls_for_them,
+    a_worker_that_lost_its_lease_finishes_nothing_and_appends_nothing,
 );
 
 const V1: ProtocolVersion = ProtocolVersion::new(1, 0);
@@ -476,4 +478,98 @@ async fn probes_commit_with_the_refresh_that_calls_for_them(db: TestDb) {
     assert_eq!(store.active_job(&key).await.unwrap().unwrap().id, job.id);
     let runs = store.probe_runs(callee.id, None, 10).await.unwrap();
     assert_eq!(runs.iter().map(|r| r.id).collect::<Vec<_>>(), [won[0].0.id]);
+}
+
+async fn a_worker_that_lost_its_lease_finishes_nothing_and_appends_nothing(db: TestDb) {
+    use cardgate::domain::probe::{Judgement, Observations, Verdict};
+    use cardgate::storage::FinishedRun;
+
+    let store = &db.store;
+    let t0 = time::now();
+    let secs = |n: i64| t0 + chrono::Duration::seconds(n);
+    let callee = new_callee(store, "https://fenced.example/card.json").await;
+    store
+        .append(&[event(&callee, appeared())], secs(0))
+        .await
+        .unwrap();
+    let (run, job) = probe_request(callee.id, V1, "test", "admin", secs(0));
+    store.request_probe(&run, &job).await.unwrap();
+    let claimed = store
+        .claim_job("w1", secs(30), secs(1))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(claimed.id, job.id);
+    store
+        .start_probe_run(run.id, "https://fenced.example/a2a", "json-rpc-v1", secs(1))
+        .await
+        .unwrap();
+    // w1 stalls past its lease; w2 takes the job over.
+    let retaken = store
+        .claim_job("w2", secs(200), secs(31))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(retaken.id, job.id);
+
+    let judgement = Judgement {
+        findings: Vec::new(),
+        capabilities: Default::default(),
+        verdict: Verdict {
+            passed: true,
+            reasons: Vec::new(),
+            triggers: Vec::new(),
+            lifecycle: Ok(()),
+            untimestamped: Vec::new(),
+        },
+    };
+    let observations = Observations::default();
+    let transcript = serde_json::Value::Array(Vec::new());
+    let finished = || FinishedRun {
+        passed: true,
+        judgement: &judgement,
+        observations: &observations,
+        transcript: &transcript,
+        actor: "probe",
+    };
+    let promote = |_: &SubjectState| {
+        vec![EventBody::Promoted {
+            probe_run_id: run.id,
+            probe_started_at: secs(1),
+        }]
+    };
+    let head = store.ledger(Some(callee.id), 0, 100).await.unwrap().len();
+    let stale = store
+        .finish_probe_run(run.id, Some((job.id, "w1")), finished(), promote, secs(32))
+        .await;
+    match stale {
+        Err(StoreError::Conflict(why)) => assert!(why.contains("no longer leased to w1"), "{why}"),
+        other => panic!("a stale worker finished its run: {other:?}"),
+    }
+    assert_eq!(
+        store.ledger(Some(callee.id), 0, 100).await.unwrap().len(),
+        head,
+        "nothing appended"
+    );
+    assert_eq!(
+        store.probe_run(run.id).await.unwrap().status,
+        RunStatus::Running
+    );
+
+    // A run that is no longer running cannot finish, even for the lease holder.
+    store
+        .abort_probe_run(run.id, "cut short", secs(33))
+        .await
+        .unwrap();
+    match store
+        .finish_probe_run(run.id, Some((job.id, "w2")), finished(), promote, secs(34))
+        .await
+    {
+        Err(StoreError::Conflict(why)) => assert!(why.contains("not running"), "{why}"),
+        other => panic!("an aborted run finished: {other:?}"),
+    }
+    assert_eq!(
+        store.ledger(Some(callee.id), 0, 100).await.unwrap().len(),
+        head
+    );
 }

@@ -16,6 +16,8 @@ pub enum NewCard<'a> {
         snapshot_id: SnapshotId,
         sha256: &'a str,
         card: &'a NormalizedCard,
+        /// The card of the newest trusted snapshot before this one, if any.
+        previous: Option<&'a NormalizedCard>,
         changed: bool,
     },
     /// Could not be fetched, parsed or verified.
@@ -52,6 +54,7 @@ pub fn events_for(
             snapshot_id,
             sha256,
             card,
+            previous,
             changed,
         } => {
             let offered = card.advertised();
@@ -72,8 +75,15 @@ pub fn events_for(
                                 },
                             ));
                         }
-                        if *changed {
-                            // Gate states do not move on a republish.
+                        // A republish is recorded for the subjects whose interfaces or
+                        // advertised capabilities it moved;
+                        // a new description or skill list is in the snapshot, not in one
+                        // ledger event per version per refresh. Gate states never move on it.
+                        let moved = previous.is_none_or(|p| {
+                            p.interfaces_for(*version) != card.interfaces_for(*version)
+                                || p.advertised_for(*version) != card.advertised_for(*version)
+                        });
+                        if *changed && moved {
                             events.push((
                                 *version,
                                 EventBody::CardRepublished {
@@ -235,6 +245,7 @@ mod tests {
                 snapshot_id: id,
                 sha256: "ab",
                 card: &new_card,
+                previous: None,
                 changed,
             };
             assert_eq!(kinds(&events_for(&subjects, &new)), expected, "{name}");
@@ -263,11 +274,42 @@ mod tests {
             snapshot_id: SnapshotId::new(),
             sha256: "cd",
             card: &c,
+            previous: None,
             changed: false,
         };
         assert_eq!(
             kinds(&events_for(&marked, &trusted)),
             ["0.3 card-trust-restored", "1.0 card-trust-restored"]
         );
+    }
+
+    #[test]
+    fn a_republish_is_recorded_only_for_the_subjects_whose_interfaces_it_moved() {
+        let subjects = BTreeMap::from([(v("1.0"), state(&[])), (v("0.3"), state(&[]))]);
+        let before = card(&["1.0", "0.3"], false);
+        let republish = |after: &NormalizedCard| {
+            kinds(&events_for(
+                &subjects,
+                &NewCard::Trusted {
+                    snapshot_id: SnapshotId::new(),
+                    sha256: "ef",
+                    card: after,
+                    previous: Some(&before),
+                    changed: true,
+                },
+            ))
+        };
+        // A new description: nothing any subject depends on moved, so nothing is appended.
+        let mut described = before.clone();
+        described.description = Some("now with a longer description".into());
+        assert!(republish(&described).is_empty());
+        // One version's interface moved: that subject alone.
+        let mut moved = before.clone();
+        moved
+            .interfaces
+            .iter_mut()
+            .filter(|i| i.version == v("0.3"))
+            .for_each(|i| i.url = "https://b.example".into());
+        assert_eq!(republish(&moved), ["0.3 card-republished"]);
     }
 }

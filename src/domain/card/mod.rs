@@ -49,6 +49,51 @@ pub enum Generation {
     V02,
 }
 
+/// What one card may hold, in kind. Defaults no real card reaches; each is a bound on work
+/// a card makes cardgate do (subjects to probe, signatures to verify, key sets to fetch).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CardCaps {
+    pub interfaces: usize,
+    pub versions: usize,
+    pub skills: usize,
+    pub signatures: usize,
+}
+
+impl Default for CardCaps {
+    fn default() -> Self {
+        Self {
+            interfaces: 64,
+            versions: 32,
+            skills: 256,
+            signatures: 16,
+        }
+    }
+}
+
+impl CardCaps {
+    /// `Err` naming the first cap the card is over.
+    pub fn check(&self, raw: &serde_json::Value, card: &NormalizedCard) -> Result<(), String> {
+        let signatures = raw
+            .get("signatures")
+            .and_then(serde_json::Value::as_array)
+            .map_or(0, Vec::len);
+        let counts = [
+            ("interfaces", card.interfaces.len(), self.interfaces),
+            (
+                "distinct protocol versions",
+                card.versions().len(),
+                self.versions,
+            ),
+            ("skills", card.skills.len(), self.skills),
+            ("signatures", signatures, self.signatures),
+        ];
+        match counts.iter().find(|(_, n, cap)| n > cap) {
+            Some((what, n, cap)) => Err(format!("{n} {what}, over the cap of {cap}")),
+            None => Ok(()),
+        }
+    }
+}
+
 /// One way to reach the agent.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct CardInterface {
@@ -93,6 +138,14 @@ pub struct NormalizedCard {
 }
 
 impl NormalizedCard {
+    /// The interfaces offered for `version`, in card order.
+    pub fn interfaces_for(&self, version: ProtocolVersion) -> Vec<&CardInterface> {
+        self.interfaces
+            .iter()
+            .filter(|i| i.version == version)
+            .collect()
+    }
+
     /// Every `Major.Minor` offered: one subject each.
     pub fn versions(&self) -> BTreeSet<ProtocolVersion> {
         self.interfaces.iter().map(|i| i.version).collect()

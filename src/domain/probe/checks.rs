@@ -42,6 +42,7 @@ pub fn evaluate(
         wire_version(obs, version),
         input_required(obs, &lifecycle),
         cancel(obs),
+        transcript(obs),
     ];
 
     let mut capabilities = BTreeMap::new();
@@ -840,6 +841,26 @@ fn cancel(obs: &Observations) -> Finding {
     }
 }
 
+fn transcript(obs: &Observations) -> Finding {
+    const CODE: &str = "PROBE-TRANSCRIPT";
+    // Reported, never blocking: the transitions were all judged; only the stored record of
+    // the exchanges was cut to its budget.
+    match &obs.transcript_omitted {
+        None => finding(
+            CODE,
+            Level::Should,
+            Pass,
+            "every exchange is in the transcript",
+        ),
+        Some(what) => finding(
+            CODE,
+            Level::Should,
+            Fail,
+            format!("the transcript was truncated: {what}"),
+        ),
+    }
+}
+
 fn streaming(obs: &Observations) -> Finding {
     const CODE: &str = "CAP-STREAMING";
     let streams: Vec<_> = obs
@@ -971,10 +992,24 @@ fn push(run: Option<&PushRun>, obs: &Observations) -> Finding {
         );
     }
     let push_task = of_role(obs, TaskRole::Push);
-    if push_task
+    let terminal_delivered = push_task
         .iter()
-        .any(|t| t.source == Source::Push && t.state.is_terminal())
+        .any(|t| t.source == Source::Push && t.state.is_terminal());
+    if let Some(why) = run
+        .registration_skipped
+        .as_ref()
+        .filter(|_| terminal_delivered)
     {
+        return finding(
+            CODE,
+            Level::Policy,
+            NotExercised,
+            format!(
+                "the inline webhook received the terminal state, but registration through the push-config method was not checked: {why}"
+            ),
+        );
+    }
+    if terminal_delivered {
         return finding(
             CODE,
             Level::Policy,

@@ -310,15 +310,25 @@ pub struct PushRun {
     /// none succeeded.
     pub attempts: u32,
     pub registration_error: Option<String>,
+    /// Registration was not tried to the end, and why (cardgate's own deadline passed).
+    #[serde(default)]
+    pub registration_skipped: Option<String>,
     pub deliveries: usize,
     /// Deliveries that did not carry cardgate's token.
     pub deliveries_without_token: usize,
     /// Deliveries whose body was not an A2A event.
     pub malformed_deliveries: usize,
-    /// Deliveries past the per-run cap, neither stored nor judged.
-    #[serde(default)]
-    pub deliveries_dropped: usize,
     pub waited_ms: u64,
+}
+
+/// What became of a delivery to a probe run's webhook.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PushReceipt {
+    Stored,
+    /// The token belongs to no running probe.
+    NoRunningProbe,
+    /// The run already holds as many deliveries as it may.
+    CapReached,
 }
 
 /// Everything one probe cycle saw, for [`checks::evaluate`].
@@ -341,6 +351,10 @@ pub struct Observations {
     pub follow_up_calls: Vec<(TaskRole, u32)>,
     /// Follow-ups were needed but the script had none left.
     pub follow_ups_exhausted: bool,
+    /// What the transcript left out once its budget was spent (an agent that pads its answers
+    /// or a poll that runs to the deadline cannot grow a run's record without bound).
+    #[serde(default)]
+    pub transcript_omitted: Option<String>,
     /// The cancel scenario's CancelTask call answered with an error.
     pub cancel_error: Option<String>,
 }

@@ -46,8 +46,10 @@ impl<'a> Cycle<'a> {
         settings: &'a ProbeSettings,
         progress: &'a dyn Progress,
     ) -> Self {
+        let deadline = Instant::now() + settings.deadline;
+        client.set_deadline(deadline);
         Self {
-            deadline: Instant::now() + settings.deadline,
+            deadline,
             client,
             settings,
             progress,
@@ -342,8 +344,17 @@ impl<'a> Cycle<'a> {
         }
     }
 
+    /// The cycle's deadline has passed: later calls are not made (what they would find
+    /// missing is cardgate's deadline, not the agent's fault).
+    fn out_of_time(&self) -> bool {
+        Instant::now() >= self.deadline
+    }
+
     /// GetTask with the full history; records the transition.
     async fn get(&mut self, role: TaskRole, step: &str) -> Option<TaskState> {
+        if self.out_of_time() {
+            return None;
+        }
         let task_id = self.ids(role).task_id?;
         let (call, answer) = self.client.get_task(step, &task_id, None).await;
         match answer {
@@ -402,6 +413,13 @@ impl<'a> Cycle<'a> {
             });
             return;
         };
+        if self.out_of_time() {
+            self.obs.push = Some(PushRun {
+                skipped: Some("the probe cycle's deadline passed before the push task".into()),
+                ..empty_push()
+            });
+            return;
+        }
         let text = target.script.push_text();
         self.step(format!("push task: send `{text}` with the webhook inline"));
         let out = Outgoing {
@@ -461,6 +479,13 @@ impl<'a> Cycle<'a> {
     async fn register_webhook(&mut self, run: &mut PushRun, task_id: &str, url: &Url, token: &str) {
         let mut backoff = self.settings.push_backoff;
         for attempt in 1..=self.settings.push_attempts.max(1) {
+            if self.out_of_time() {
+                // Cut short by cardgate's own deadline: the method was not really tried.
+                run.registration_error = None;
+                run.registration_skipped =
+                    Some("the probe cycle's deadline passed before registration answered".into());
+                return;
+            }
             run.attempts = attempt;
             let (_, answer) = self
                 .client
@@ -469,6 +494,13 @@ impl<'a> Cycle<'a> {
             run.registration_error = match answer {
                 Answer::Result(_) => None,
                 Answer::Error { code, message } => Some(format!("error {code}: {message}")),
+                // An answer cut off by cardgate's own deadline says nothing about the agent.
+                Answer::Broken(_) if self.out_of_time() => {
+                    run.registration_skipped = Some(
+                        "the probe cycle's deadline passed before registration answered".into(),
+                    );
+                    return;
+                }
                 Answer::Broken(e) => Some(e),
             };
             let Some(error) = &run.registration_error else {
@@ -497,8 +529,7 @@ impl<'a> Cycle<'a> {
         let window = Instant::now() + self.settings.push_wait;
         let first_new = self.obs.transitions.len();
         loop {
-            let deliveries = inbox.deliveries(token).await;
-            for delivery in deliveries.iter().skip(run.deliveries) {
+            for delivery in inbox.deliveries(token, run.deliveries).await {
                 run.deliveries += 1;
                 if !delivery.token_matches {
                     run.deliveries_without_token += 1;
@@ -549,6 +580,9 @@ impl<'a> Cycle<'a> {
     }
 
     async fn cancel(&mut self, text: &str) {
+        if self.out_of_time() {
+            return;
+        }
         self.step(format!("cancel task: send `{text}`, then CancelTask"));
         let out = Outgoing {
             text,
@@ -590,10 +624,10 @@ fn empty_push() -> PushRun {
         skipped: None,
         attempts: 0,
         registration_error: None,
+        registration_skipped: None,
         deliveries: 0,
         deliveries_without_token: 0,
         malformed_deliveries: 0,
-        deliveries_dropped: 0,
         waited_ms: 0,
     }
 }

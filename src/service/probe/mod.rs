@@ -18,7 +18,7 @@ use crate::domain::decision::ProbeFacts;
 use crate::domain::ids::{CalleeId, JobId, ProbeRunId};
 use crate::domain::job::{self, Job, JobKind, JobStatus};
 use crate::domain::probe::{
-    Judgement, Observations, ProbeRun, ProbeScript, RunStatus, checks, outcome,
+    Judgement, Observations, ProbeRun, ProbeScript, PushReceipt, RunStatus, checks, outcome,
 };
 use crate::domain::time::Timestamp;
 use crate::domain::version::ProtocolVersion;
@@ -42,6 +42,8 @@ pub struct ProbeSettings {
     pub push_attempts: u32,
     pub push_backoff: Duration,
     pub poll_interval: Duration,
+    /// Deliveries one run's webhook accepts (a flood with a valid token stops there).
+    pub push_max_deliveries: usize,
     pub limits: CallLimits,
 }
 
@@ -54,6 +56,7 @@ impl Default for ProbeSettings {
             push_attempts: 3,
             push_backoff: Duration::from_millis(500),
             poll_interval: Duration::from_millis(100),
+            push_max_deliveries: 64,
             limits: CallLimits::default(),
         }
     }
@@ -84,7 +87,8 @@ pub struct InboxDelivery {
 /// Where the cycle reads push deliveries for its token.
 #[async_trait::async_trait]
 pub trait PushInbox: Send + Sync {
-    async fn deliveries(&self, token: &str) -> Vec<InboxDelivery>;
+    /// The deliveries after the first `skip`, oldest first.
+    async fn deliveries(&self, token: &str, skip: usize) -> Vec<InboxDelivery>;
 }
 
 /// Deliveries stored by any replica's webhook receiver.
@@ -92,8 +96,8 @@ pub struct StoreInbox<'a>(pub &'a Store);
 
 #[async_trait::async_trait]
 impl PushInbox for StoreInbox<'_> {
-    async fn deliveries(&self, token: &str) -> Vec<InboxDelivery> {
-        match self.0.push_deliveries(token).await {
+    async fn deliveries(&self, token: &str, skip: usize) -> Vec<InboxDelivery> {
+        match self.0.push_deliveries(token, skip).await {
             Ok(list) => list.iter().map(|d| to_inbox(d, token)).collect(),
             Err(e) => {
                 tracing::warn!(error = ?e, "reading push deliveries failed");
@@ -198,9 +202,15 @@ pub async fn probe_interface(
         script,
         push,
     };
-    let observations = Cycle::new(&mut client, settings, progress)
+    let mut observations = Cycle::new(&mut client, settings, progress)
         .run(&target, inbox)
         .await;
+    observations.transcript_omitted = client.omitted().map(|o| {
+        format!(
+            "{} exchanges, {} bodies and {} stream events ({} bytes) were left out of the transcript",
+            o.exchanges, o.bodies, o.frames, o.bytes
+        )
+    });
     let judgement = checks::evaluate(&observations, version, &advertised);
     let transcript = serde_json::to_value(client.transcript()).unwrap_or(Value::Null);
     Ok(CycleOutput {
@@ -492,23 +502,28 @@ pub async fn execute(ctx: &ProbeContext<'_>, job: &Job, owner: &str) -> Result<(
     Ok(())
 }
 
-/// Stores a webhook delivery; `false` when the token belongs to no running probe.
+/// Stores a webhook delivery for the running probe that owns `token`.
 pub async fn receive_push(
     store: &Store,
+    settings: &ProbeSettings,
     token: &str,
     headers: Value,
     body: Vec<u8>,
     now: Timestamp,
-) -> Result<bool, ServiceError> {
+) -> Result<PushReceipt, ServiceError> {
+    if body.len() > settings.limits.max_body {
+        return Err(ServiceError::TooLarge(format!(
+            "a push delivery may carry at most {} bytes",
+            settings.limits.max_body
+        )));
+    }
+    let delivery = PushDelivery {
+        received_at: now,
+        headers,
+        body,
+    };
     Ok(store
-        .record_push_delivery(
-            token,
-            &PushDelivery {
-                received_at: now,
-                headers,
-                body,
-            },
-        )
+        .record_push_delivery(token, &delivery, settings.push_max_deliveries)
         .await?)
 }
 

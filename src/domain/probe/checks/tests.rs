@@ -114,10 +114,10 @@ impl Obs {
             skipped: None,
             attempts: 3,
             registration_error: registration.err().map(str::to_string),
+            registration_skipped: None,
             deliveries: states.len(),
             deliveries_without_token: 0,
             malformed_deliveries: 0,
-            deliveries_dropped: 0,
             waited_ms: 500,
         });
         s
