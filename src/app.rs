@@ -167,6 +167,8 @@ impl App {
             stop.clone(),
         ));
         let stopping = stop.clone();
+        // The peer address feeds the per-address limit on unauthenticated traffic.
+        let router = router.into_make_service_with_connect_info::<std::net::SocketAddr>();
         let served = axum::serve(listener, router)
             .with_graceful_shutdown(async move {
                 shutdown.await;

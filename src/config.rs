@@ -132,6 +132,15 @@ pub struct AccessArgs {
     #[arg(long, env = "CARDGATE_RATE_LIMIT_BURST", default_value_t = 100.0)]
     pub rate_limit_burst: f64,
 
+    /// Per client address: failed authentications and requests to `/readyz` and the push
+    /// webhook per second (none of it reaches the database past the limit).
+    #[arg(long, env = "CARDGATE_ANONYMOUS_RATE_PER_SEC", default_value_t = 10.0)]
+    pub anonymous_rate_per_sec: f64,
+
+    /// What one client address may burst above that average.
+    #[arg(long, env = "CARDGATE_ANONYMOUS_BURST", default_value_t = 50.0)]
+    pub anonymous_burst: f64,
+
     /// Longest accepted query string, in bytes.
     #[arg(long, env = "CARDGATE_MAX_QUERY_BYTES", default_value_t = 2048)]
     pub max_query_bytes: usize,
@@ -151,10 +160,16 @@ impl AccessArgs {
             self.rate_limit_per_sec > 0.0 && self.rate_limit_burst >= 1.0,
             "CARDGATE_RATE_LIMIT_PER_SEC must be positive and CARDGATE_RATE_LIMIT_BURST at least 1"
         );
+        anyhow::ensure!(
+            self.anonymous_rate_per_sec > 0.0 && self.anonymous_burst >= 1.0,
+            "CARDGATE_ANONYMOUS_RATE_PER_SEC must be positive and CARDGATE_ANONYMOUS_BURST at least 1"
+        );
         let mut settings = AuthSettings {
             admin_token_hash: None,
             rate_per_sec: self.rate_limit_per_sec,
             burst: self.rate_limit_burst,
+            anonymous_per_sec: self.anonymous_rate_per_sec,
+            anonymous_burst: self.anonymous_burst,
             max_query_bytes: self.max_query_bytes.max(64),
         };
         if let Some(token) = self

@@ -28,7 +28,7 @@ pub struct FetchState {
     pub last_at: Option<Timestamp>,
     pub status: Option<FetchStatus>,
     pub error: Option<String>,
-    /// Consecutive failed fetches.
+    /// Consecutive fetches that gave no trusted card (failed, or untrusted).
     pub failures: i32,
     /// Not fetched again on schedule before this (exponential backoff after failures).
     pub next_at: Option<Timestamp>,
@@ -43,10 +43,11 @@ impl FetchState {
         backoff: &Backoff,
         now: Timestamp,
     ) -> Self {
-        let failures = if status == FetchStatus::Failed {
-            self.failures.saturating_add(1)
-        } else {
-            0
+        // An untrusted card backs off like an unreachable one: refetching it every sweep
+        // costs a hostile origin nothing and cardgate a fetch, a parse and key fetches.
+        let failures = match status {
+            FetchStatus::Failed | FetchStatus::Untrusted => self.failures.saturating_add(1),
+            FetchStatus::Fetched | FetchStatus::Unchanged => 0,
         };
         Self {
             last_at: Some(now),
@@ -216,6 +217,16 @@ mod tests {
         assert_eq!(again.next_at, Some(now + chrono::Duration::seconds(20)));
         let recovered = again.after(FetchStatus::Unchanged, None, &b, now);
         assert_eq!((recovered.failures, recovered.next_at), (0, None));
+
+        // An untrusted card backs off the same way; a trusted one ends it.
+        let untrusted = recovered.after(FetchStatus::Untrusted, Some("bad".into()), &b, now);
+        let still = untrusted.after(FetchStatus::Untrusted, Some("bad".into()), &b, now);
+        assert_eq!(
+            (still.failures, still.next_at),
+            (2, Some(now + chrono::Duration::seconds(20)))
+        );
+        let fixed = still.after(FetchStatus::Fetched, None, &b, now);
+        assert_eq!((fixed.failures, fixed.next_at), (0, None));
     }
 
     #[test]

@@ -7,10 +7,11 @@
 //! route without a declaration is refused (fail closed) and caught by the access-matrix test.
 
 use std::collections::HashMap;
+use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
-use axum::extract::{MatchedPath, Request, State};
+use axum::extract::{ConnectInfo, MatchedPath, Request, State};
 use axum::http::{Method, header};
 use axum::middleware::Next;
 use axum::response::Response;
@@ -121,6 +122,10 @@ pub struct AuthSettings {
     pub admin_token_hash: Option<String>,
     pub rate_per_sec: f64,
     pub burst: f64,
+    /// Per client address: failed authentications (bad keys, webhook deliveries for no running
+    /// probe) and `/readyz` requests. Past it, 429 before any lookup.
+    pub anonymous_per_sec: f64,
+    pub anonymous_burst: f64,
     pub max_query_bytes: usize,
 }
 
@@ -133,6 +138,8 @@ impl std::fmt::Debug for AuthSettings {
             )
             .field("rate_per_sec", &self.rate_per_sec)
             .field("burst", &self.burst)
+            .field("anonymous_per_sec", &self.anonymous_per_sec)
+            .field("anonymous_burst", &self.anonymous_burst)
             .field("max_query_bytes", &self.max_query_bytes)
             .finish()
     }
@@ -144,6 +151,8 @@ impl Default for AuthSettings {
             admin_token_hash: None,
             rate_per_sec: 20.0,
             burst: 100.0,
+            anonymous_per_sec: 10.0,
+            anonymous_burst: 50.0,
             max_query_bytes: 2048,
         }
     }
@@ -162,25 +171,47 @@ pub struct RateLimiter {
     buckets: Mutex<HashMap<String, (f64, Instant)>>,
 }
 
+/// Buckets kept before idle ones are dropped: per-address buckets must not let a caller with
+/// many addresses grow the map without bound.
+const MAX_BUCKETS: usize = 10_000;
+
 impl RateLimiter {
     /// Takes a token; `Err(seconds)` until the next one when the bucket is empty.
     fn take(&self, key: &str, per_sec: f64, burst: f64) -> Result<(), u64> {
+        self.spend(key, per_sec, burst, 1.0)
+    }
+
+    /// Like [`take`](Self::take), without spending: whether a token is there.
+    fn check(&self, key: &str, per_sec: f64, burst: f64) -> Result<(), u64> {
+        self.spend(key, per_sec, burst, 0.0)
+    }
+
+    fn spend(&self, key: &str, per_sec: f64, burst: f64, cost: f64) -> Result<(), u64> {
         let now = Instant::now();
         let mut buckets = self
             .buckets
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if buckets.len() >= MAX_BUCKETS && !buckets.contains_key(key) {
+            // A bucket untouched for a minute has refilled at any rate cardgate is run with.
+            buckets.retain(|_, (_, last)| now.duration_since(*last).as_secs() < 60);
+        }
         let (tokens, last) = buckets.entry(key.to_string()).or_insert((burst, now));
         *tokens = (*tokens + now.duration_since(*last).as_secs_f64() * per_sec).min(burst);
         *last = now;
         if *tokens >= 1.0 {
-            *tokens -= 1.0;
+            *tokens -= cost;
             Ok(())
         } else {
             Err(((1.0 - *tokens) / per_sec).ceil().max(1.0) as u64)
         }
     }
 }
+
+/// Open routes that reach the database, limited per client address.
+pub const READINESS: &str = "/readyz";
+pub const WEBHOOK: &str = "/v1/hooks/";
+pub const OPEN_BUT_COSTLY: [&str; 2] = [READINESS, WEBHOOK];
 
 /// Everything the authorization middleware needs.
 pub struct Guard {
@@ -217,7 +248,37 @@ pub async fn authorize(
             req.method()
         ))
     })?;
+    let client = req
+        .extensions()
+        .get::<ConnectInfo<SocketAddr>>()
+        .map(|c| c.0.ip());
+    let anonymous = |kind: &str, spend: bool| {
+        let Some(ip) = client else { return Ok(()) };
+        let key = format!("{kind}:{ip}");
+        let (rate, burst) = (
+            guard.settings.anonymous_per_sec,
+            guard.settings.anonymous_burst,
+        );
+        let result = if spend {
+            guard.limiter.take(&key, rate, burst)
+        } else {
+            guard.limiter.check(&key, rate, burst)
+        };
+        result.map_err(|retry_after_secs| ApiError::TooManyRequests { retry_after_secs })
+    };
     let Access::Role(required) = access else {
+        if path.starts_with(READINESS) {
+            anonymous("open", true)?;
+        } else if path.starts_with(WEBHOOK) {
+            // Like keys: deliveries with a live token never spend the address's budget (many
+            // agents may share one egress address); refused ones do, checked before the lookup.
+            anonymous("failed-auth", false)?;
+            let response = next.run(req).await;
+            if response.status() == axum::http::StatusCode::NOT_FOUND {
+                let _ = anonymous("failed-auth", true);
+            }
+            return Ok(response);
+        }
         return Ok(next.run(req).await);
     };
     let bearer = req
@@ -225,7 +286,15 @@ pub async fn authorize(
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
         .map(str::to_string);
-    let caller = authenticate(&guard, bearer.as_deref()).await?;
+    // An address that keeps presenting bad keys is refused before its keys are looked up.
+    let before_lookup = || anonymous("failed-auth", false);
+    let caller = match authenticate(&guard, bearer.as_deref(), before_lookup).await {
+        Ok(caller) => caller,
+        Err(e) => {
+            let _ = anonymous("failed-auth", true);
+            return Err(e);
+        }
+    };
     if !caller.role.allows(required) {
         return Err(ApiError::Forbidden(format!(
             "this operation needs the {required} role; `{}` is a {} key",
@@ -244,7 +313,11 @@ pub async fn authorize(
     Ok(next.run(req).await)
 }
 
-async fn authenticate(guard: &Guard, authorization: Option<&str>) -> Result<Caller, ApiError> {
+async fn authenticate(
+    guard: &Guard,
+    authorization: Option<&str>,
+    before_lookup: impl FnOnce() -> Result<(), ApiError>,
+) -> Result<Caller, ApiError> {
     let unauthorized = || {
         ApiError::Unauthorized("a valid API key is required: `Authorization: Bearer <key>`".into())
     };
@@ -266,6 +339,7 @@ async fn authenticate(guard: &Guard, authorization: Option<&str>) -> Result<Call
             });
         }
     }
+    before_lookup()?;
     let key = guard
         .store
         .live_key_by_hash(&presented)

@@ -204,7 +204,7 @@ pub struct LastFetchView {
     /// `fetched`, `unchanged`, `untrusted` or `failed`.
     pub status: Option<String>,
     pub error: Option<String>,
-    /// Consecutive failed fetches.
+    /// Consecutive fetches that gave no trusted card (failed or untrusted).
     pub failures: i32,
     /// Not refreshed on schedule before this (backoff after failures).
     pub next_at: Option<DateTime<Utc>>,

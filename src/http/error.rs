@@ -108,6 +108,9 @@ impl ApiError {
     }
 }
 
+/// What a 503 asks a client to wait before retrying.
+pub const UNAVAILABLE_RETRY_SECS: u64 = 5;
+
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let status = self.status();
@@ -137,6 +140,11 @@ impl IntoResponse for ApiError {
                     .headers_mut()
                     .insert(WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
             }
+            Self::Unavailable(_) => {
+                response
+                    .headers_mut()
+                    .insert(RETRY_AFTER, HeaderValue::from(UNAVAILABLE_RETRY_SECS));
+            }
             _ => {}
         }
         response
@@ -148,9 +156,15 @@ impl From<StoreError> for ApiError {
         match err {
             StoreError::NotFound => Self::NotFound("not found".into()),
             StoreError::Conflict(what) => {
-                Self::Conflict(format!("conflicts with existing data ({what})"))
+                // The detail names database internals (a constraint): for the log only.
+                tracing::debug!(conflict = %what, "a write conflicted with existing data");
+                Self::Conflict("the request conflicts with existing data".into())
             }
             StoreError::Refused(gate) => Self::Conflict(gate.to_string()),
+            StoreError::Unavailable(cause) => {
+                tracing::warn!(error = ?cause, "the database is unavailable");
+                Self::Unavailable("the database is unavailable; retry shortly".into())
+            }
             other => Self::Internal(other.into()),
         }
     }

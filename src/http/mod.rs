@@ -100,7 +100,8 @@ impl utoipa::Modify for CommonResponses {
                 )
                 .build()
         };
-        for item in doc.paths.paths.values_mut() {
+        for (path, item) in doc.paths.paths.iter_mut() {
+            let limited_open = auth::OPEN_BUT_COSTLY.iter().any(|p| path.starts_with(p));
             let ops = [
                 &mut item.get,
                 &mut item.post,
@@ -121,7 +122,8 @@ impl utoipa::Modify for CommonResponses {
                     ("500", "Internal error; the cause is logged, not returned"),
                     (
                         "503",
-                        "The request timed out, or the database does not answer",
+                        "The request timed out, or the database is unavailable; retry after \
+                         the Retry-After header's seconds",
                     ),
                 ];
                 if secured {
@@ -130,6 +132,11 @@ impl utoipa::Modify for CommonResponses {
                         ("403", "The key's role is not enough"),
                         ("429", "Rate limit exceeded; see Retry-After"),
                     ]);
+                } else if limited_open {
+                    add.push((
+                        "429",
+                        "Too many requests from this address; see Retry-After",
+                    ));
                 }
                 if op.request_body.is_some() {
                     add.extend([

@@ -11,7 +11,7 @@ use crate::app::AppState;
 use crate::domain::callee::{Callee, CardUrl, FetchState, FetchStatus};
 use crate::domain::card::CardSnapshot;
 use crate::domain::card::changes::{self, NewCard};
-use crate::domain::card::signature::parse_jwks;
+use crate::domain::card::signature::{SignatureVerdict, parse_jwks};
 use crate::domain::gate::SubjectState;
 use crate::domain::ids::{CalleeId, JobId, SnapshotId};
 use crate::domain::job::Job;
@@ -201,11 +201,17 @@ pub async fn refresh(
         .await
         .map_err(|e| not_found(e, callee_id))?;
     let latest = store.latest_snapshot(callee_id).await?;
-    // Only a trusted snapshot may be revalidated by a 304: an untrusted one is judged afresh
-    // (its keys may have been pinned since).
+    // A 304 revalidates a trusted snapshot, and an untrusted one whose verdict its bytes alone
+    // decide. One whose key set could not be had is judged afresh: the keys may be back.
     let validators = latest
         .as_ref()
-        .filter(|s| s.assessment.trusted && revalidate == Revalidate::IfChanged)
+        .filter(|s| {
+            revalidate == Revalidate::IfChanged
+                && !matches!(
+                    s.assessment.signature,
+                    SignatureVerdict::KeyUnavailable { .. }
+                )
+        })
         .map(|s| Validators {
             url: s.url.clone(),
             etag: s.etag.clone(),
@@ -346,6 +352,22 @@ fn decide<'a>(
                 events,
             }
         }
+        // 304 on an untrusted card: still untrusted, for the reason it had.
+        (Ok(Fetch::NotModified { .. }), _) if latest.is_some_and(|l| !l.assessment.trusted) => {
+            let reason = latest
+                .and_then(|l| l.assessment.problem.clone())
+                .unwrap_or_default();
+            let new = NewCard::Untrusted {
+                snapshot_id: None,
+                reason: &reason,
+            };
+            Decided {
+                status: FetchStatus::Untrusted,
+                snapshot: None,
+                events: changes::events_for(subjects, &new),
+                error: Some(reason),
+            }
+        }
         (Ok(Fetch::NotModified { .. }), _) => Decided {
             status: FetchStatus::Unchanged,
             snapshot: None,
@@ -384,14 +406,18 @@ fn decide<'a>(
                 }
                 (_, problem) => {
                     let reason = problem.clone().unwrap_or_default();
+                    // The same untrusted bytes, judged the same way: nothing new to store.
+                    let repeated = latest.is_some_and(|l| {
+                        l.sha256 == snapshot.sha256 && l.assessment.problem == *problem
+                    });
                     let new = NewCard::Untrusted {
-                        snapshot_id: Some(snapshot.id),
+                        snapshot_id: (!repeated).then_some(snapshot.id),
                         reason: &reason,
                     };
                     let events = changes::events_for(subjects, &new);
                     Decided {
                         status: FetchStatus::Untrusted,
-                        snapshot: Some(snapshot),
+                        snapshot: (!repeated).then_some(snapshot),
                         error: Some(reason),
                         events,
                     }

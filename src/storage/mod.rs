@@ -102,6 +102,9 @@ pub enum StoreError {
     Refused(#[from] GateError),
     #[error("stored data is corrupt: {0}")]
     Corrupt(String),
+    /// The database cannot be reached or is overloaded: worth retrying later.
+    #[error("the database is unavailable")]
+    Unavailable(#[source] sqlx::Error),
     #[error("database error")]
     Backend(#[source] sqlx::Error),
     #[error("migration failed")]
@@ -115,9 +118,36 @@ impl From<sqlx::Error> for StoreError {
             sqlx::Error::Database(db) if db.is_unique_violation() => {
                 Self::Conflict(db.constraint().unwrap_or(db.message()).to_string())
             }
+            sqlx::Error::PoolTimedOut
+            | sqlx::Error::PoolClosed
+            | sqlx::Error::Io(_)
+            | sqlx::Error::Tls(_)
+            | sqlx::Error::WorkerCrashed => Self::Unavailable(err),
+            sqlx::Error::Database(db)
+                if unavailable_code(db.code().as_deref()) || ends_the_session(db.as_ref()) =>
+            {
+                Self::Unavailable(err)
+            }
             _ => Self::Backend(err),
         }
     }
+}
+
+/// Database error codes that mean "not now" rather than "wrong": Postgres connection
+/// exceptions (class 08), shutdown and too-many-connections (57P01–57P03, 53300); SQLite
+/// busy and locked (5, 6).
+fn unavailable_code(code: Option<&str>) -> bool {
+    code.is_some_and(|c| {
+        c.starts_with("08") || matches!(c, "57P01" | "57P02" | "57P03" | "53300" | "5" | "6")
+    })
+}
+
+/// A Postgres error of FATAL or PANIC severity ends the session (the server refuses or drops
+/// the connection: shutting down, not accepting connections, out of slots), whatever its code.
+fn ends_the_session(db: &dyn sqlx::error::DatabaseError) -> bool {
+    use sqlx::postgres::{PgDatabaseError, PgSeverity};
+    db.try_downcast_ref::<PgDatabaseError>()
+        .is_some_and(|pg| matches!(pg.severity(), PgSeverity::Fatal | PgSeverity::Panic))
 }
 
 impl StoreError {

@@ -18,6 +18,7 @@ use crate::support::{TestDb, TestServer, on_both_backends, test_settings};
 on_both_backends!(
     a_card_with_too_many_versions_is_refused_naming_the_cap,
     signatures_pointing_at_many_slow_key_sets_cost_a_few_fetches,
+    an_untrusted_card_backs_off_and_is_not_stored_again_unchanged,
 );
 
 /// A listener on 127.0.0.1 that counts the connections it accepts.
@@ -251,6 +252,151 @@ async fn a_webhook_flood_with_a_valid_token_stops_at_the_cap_and_leaves_nothing_
             .unwrap()
             .is_empty(),
         "deliveries are deleted with their run"
+    );
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unauthenticated_traffic_is_limited_per_address_before_any_lookup() {
+    let db = TestDb::sqlite().await;
+    let mut settings = test_settings(db.target.clone());
+    settings.auth.anonymous_per_sec = 0.01;
+    settings.auth.anonymous_burst = 5.0;
+    let server = TestServer::start_with(settings).await;
+    let anonymous = reqwest::Client::new();
+
+    // Bad keys: five are looked up and refused, then the address is refused outright.
+    let mut statuses = Vec::new();
+    for i in 0..8 {
+        let response = anonymous
+            .get(server.url("/v1/callees"))
+            .bearer_auth(format!("not-a-key-{i}"))
+            .send()
+            .await
+            .unwrap();
+        statuses.push(response.status().as_u16());
+    }
+    assert_eq!(statuses, [401, 401, 401, 401, 401, 429, 429, 429]);
+    // The bootstrap admin token is checked in memory and still works from that address; a
+    // database key waits for Retry-After like any other.
+    let (status, _) = server.get("/v1/callees").await;
+    assert_eq!(status, 200);
+
+    // The open routes that reach the database have their own per-address budget.
+    let mut statuses = Vec::new();
+    for _ in 0..7 {
+        let response = anonymous.get(server.url("/readyz")).send().await.unwrap();
+        statuses.push(response.status().as_u16());
+    }
+    assert_eq!(&statuses[5..], [429, 429], "{statuses:?}");
+    let response = anonymous.get(server.url("/readyz")).send().await.unwrap();
+    assert!(response.headers().contains_key("retry-after"));
+    // Webhook deliveries for no running probe spend the same budget as bad keys.
+    let response = anonymous
+        .post(server.url("/v1/hooks/push/abcdef"))
+        .json(&json!({}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        response.status(),
+        429,
+        "this address already spent it on bad keys"
+    );
+    // /healthz touches nothing and stays open.
+    let response = anonymous.get(server.url("/healthz")).send().await.unwrap();
+    assert_eq!(response.status(), 200);
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_database_outage_answers_503_with_retry_after_never_500() {
+    use sqlx::Connection;
+    let Some(db) = TestDb::postgres().await else {
+        return;
+    };
+    let cardgate::storage::DatabaseTarget::Postgres(url) = &db.target else {
+        unreachable!("a Postgres test database");
+    };
+    let name = url.rsplit('/').next().unwrap().to_string();
+    let mut settings = test_settings(db.target.clone());
+    settings.pool.acquire_timeout = Duration::from_secs(1);
+    let server = TestServer::start_with(settings).await;
+    let (status, _) = server.get("/v1/callees").await;
+    assert_eq!(status, 200);
+
+    // Take the database away: no new connections, and the open ones cut.
+    let admin_url = std::env::var("TEST_DATABASE_URL").unwrap();
+    let mut admin = sqlx::PgConnection::connect(&admin_url).await.unwrap();
+    let outage = [
+        format!("alter database \"{name}\" allow_connections false"),
+        format!("select pg_terminate_backend(pid) from pg_stat_activity where datname = '{name}'"),
+    ];
+    for sql in &outage {
+        sqlx::raw_sql(sqlx::AssertSqlSafe(sql.as_str()))
+            .execute(&mut admin)
+            .await
+            .unwrap();
+    }
+    let response = server
+        .client
+        .get(server.url("/v1/callees"))
+        .send()
+        .await
+        .unwrap();
+    let status = response.status().as_u16();
+    let retry_after = response.headers().get("retry-after").cloned();
+    let body: Value = response.json().await.unwrap();
+    sqlx::raw_sql(sqlx::AssertSqlSafe(format!(
+        "alter database \"{name}\" allow_connections true"
+    )))
+    .execute(&mut admin)
+    .await
+    .unwrap();
+    assert_eq!(status, 503, "{body}");
+    assert_eq!(body["error"]["code"], "unavailable");
+    assert!(retry_after.is_some(), "503 carries Retry-After");
+
+    // And back: the pool reconnects by itself.
+    let (status, _) = server.get("/v1/callees").await;
+    assert_eq!(status, 200);
+    server.stop().await;
+}
+
+async fn an_untrusted_card_backs_off_and_is_not_stored_again_unchanged(db: TestDb) {
+    let cards = CardServer::start().await;
+    let path = "/.well-known/agent-card.json";
+    let card = cards.card("flaky", &["1.0"], json!({}));
+    let signed = cards.serve_signed_card(path, &card);
+    let server = TestServer::start(db.target.clone()).await;
+    let (status, body) = try_register(&server, &cards.origin()).await;
+    assert_eq!(status, 201, "{body}");
+    let id = body["id"].as_str().unwrap().to_string();
+
+    // The origin now serves the card with a signature over other bytes.
+    let mut tampered = signed;
+    tampered["description"] = "changed after signing".into();
+    cards.set_json(path, &tampered);
+    let refresh = || async {
+        let (_, outcome) = server
+            .post(&format!("/v1/callees/{id}/refresh"), json!({}))
+            .await;
+        let (_, detail) = server.get(&format!("/v1/callees/{id}")).await;
+        let (_, snapshots) = server.get(&format!("/v1/callees/{id}/cards")).await;
+        (
+            outcome["status"].as_str().unwrap().to_string(),
+            detail["last_fetch"]["failures"].as_i64().unwrap(),
+            detail["last_fetch"]["next_at"].is_string(),
+            snapshots["items"].as_array().unwrap().len(),
+        )
+    };
+    assert_eq!(refresh().await, ("untrusted".into(), 1, true, 2));
+    // The same bytes again, asked for conditionally: backing off further, nothing stored.
+    assert_eq!(refresh().await, ("untrusted".into(), 2, true, 2));
+    let asked = cards.requests(path);
+    assert!(
+        asked.last().unwrap().contains_key("if-none-match"),
+        "an untrusted card is revalidated conditionally"
     );
     server.stop().await;
 }

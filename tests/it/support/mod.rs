@@ -170,6 +170,8 @@ pub fn test_settings(target: DatabaseTarget) -> Settings {
     settings.auth = cardgate::http::auth::AuthSettings {
         rate_per_sec: 10_000.0,
         burst: 10_000.0,
+        anonymous_per_sec: 10_000.0,
+        anonymous_burst: 10_000.0,
         ..Default::default()
     }
     .with_admin_token(ADMIN_TOKEN);
