@@ -34,6 +34,9 @@ struct Args {
     /// Milliseconds between the states of a task (0: all at once, like the SDK samples).
     #[arg(long, default_value_t = 0)]
     step_delay_ms: u64,
+    /// Bytes of padding in every Task it answers with (a hostile agent's huge bodies).
+    #[arg(long, default_value_t = 0)]
+    padding_bytes: usize,
 }
 
 #[tokio::main]
@@ -55,7 +58,7 @@ async fn main() -> std::io::Result<()> {
         sign: true,
         step_delay: Duration::from_millis(args.step_delay_ms),
         public_origin: None,
-        padding: 0,
+        padding: args.padding_bytes,
         tenant: None,
     };
     let agent = FakeAgent::start_on(&args.listen, config, args.behaviour).await?;

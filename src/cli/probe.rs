@@ -61,6 +61,10 @@ pub struct ProbeArgs {
     #[arg(long, value_name = "FILE")]
     pub trusted_keys: Option<std::path::PathBuf>,
 
+    /// Deadline of each probe cycle, in seconds.
+    #[arg(long, default_value_t = 60, value_parser = clap::value_parser!(u64).range(1..=3600))]
+    pub deadline_secs: u64,
+
     /// Where the temporary push webhook listens.
     #[arg(long, default_value = "127.0.0.1:0")]
     pub webhook_listen: SocketAddr,
@@ -120,7 +124,11 @@ async fn receive(
         .0
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner);
+    // The same bounds as the service's webhook: a flood with a valid token stops at the cap.
+    let defaults = ProbeSettings::default();
     match all.get_mut(&token) {
+        Some(_) if delivery.body.len() > defaults.limits.max_body => StatusCode::PAYLOAD_TOO_LARGE,
+        Some(list) if list.len() >= defaults.push_max_deliveries => StatusCode::TOO_MANY_REQUESTS,
         Some(list) => {
             list.push(delivery);
             StatusCode::NO_CONTENT
@@ -207,6 +215,7 @@ async fn run_inner(args: ProbeArgs) -> Result<ExitCode, String> {
     };
     let settings = ProbeSettings {
         public_url: Some(base.clone()),
+        deadline: std::time::Duration::from_secs(args.deadline_secs),
         ..ProbeSettings::default()
     };
 

@@ -86,7 +86,11 @@ impl TestDb {
     /// message) when it is unset.
     pub async fn postgres() -> Option<Self> {
         let Ok(admin_url) = std::env::var("TEST_DATABASE_URL") else {
-            eprintln!("SKIPPED: TEST_DATABASE_URL is unset, so this Postgres test did not run");
+            skip(
+                "a Postgres test",
+                "TEST_DATABASE_URL is unset",
+                "CARDGATE_REQUIRE_POSTGRES",
+            );
             return None;
         };
         let name = format!("cardgate_t_{}", uuid::Uuid::new_v4().simple());
