@@ -9,9 +9,9 @@ use std::collections::{BTreeMap, BTreeSet};
 use serde::Serialize;
 
 use super::capability::Capability;
-use super::gate::{DemotionClass, EffectiveGate, GateState, SubjectState};
+use super::gate::{DemotionClass, EffectiveGate, GateState, ProbeStart, SubjectState};
 use super::ids::{ProbeRunId, SnapshotId};
-use super::time::{self, Timestamp};
+use super::time;
 use super::version::ProtocolVersion;
 
 /// How the caller deduplicates terminal events.
@@ -79,7 +79,8 @@ pub enum CapabilityOutcome {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ProbeFacts {
     pub probe_run_id: ProbeRunId,
-    pub started_at: Timestamp,
+    /// Where the probe started, in ledger order.
+    pub start: ProbeStart,
     /// `Ok` when submitted → working → exactly one terminal was observed with nothing after it;
     /// otherwise what was missing or wrong.
     pub lifecycle: Result<(), String>,
@@ -395,17 +396,22 @@ fn capability(
             format!("{cap} is advertised but no probe has checked it yet"),
         );
     };
-    let advertised_since = input
-        .subject
-        .as_ref()
-        .and_then(|s| s.state.advertised.get(&cap));
-    if let Some(since) = advertised_since.filter(|since| **since > probe.started_at) {
+    // Advertised since the probe started, in ledger order: the probe says nothing about it.
+    let advertised = input.subject.as_ref().and_then(|s| {
+        let since = *s.state.advertised.get(&cap)?;
+        Some((s.state.advertised_seq.get(&cap).copied(), since))
+    });
+    if let Some((seq, since)) =
+        advertised.filter(|(seq, since)| !probe.start.is_after(*seq, Some(*since)))
+    {
         return cond(
             id,
             Unknown,
             format!(
-                "{cap} has been advertised since {}, after probe {} started; it is unverified until probed again",
-                time::format(*since),
+                "{cap} has been advertised since {}{}, after probe {} started; it is unverified until probed again",
+                time::format(since),
+                seq.map(|s| format!(" (ledger seq {s})"))
+                    .unwrap_or_default(),
                 probe.probe_run_id
             ),
         );

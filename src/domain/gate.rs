@@ -80,8 +80,12 @@ impl DemotionClass {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SubjectState {
     pub gate: GateState,
-    /// When the subject was last demoted; a re-promoting probe must start after it.
+    /// When the subject was last demoted (for people; rules use `demoted_seq`).
     pub demoted_at: Option<Timestamp>,
+    /// The ledger seq of the last demotion: a re-promoting probe must have started after it
+    /// in ledger order. `None` on states folded before seqs were kept.
+    #[serde(default)]
+    pub demoted_seq: Option<i64>,
     /// Why it is demoted (empty unless `gate` is `Demoted`).
     pub demotion_classes: BTreeSet<DemotionClass>,
     /// Set while the callee's current card cannot be trusted, with the reason.
@@ -89,8 +93,33 @@ pub struct SubjectState {
     /// The current card no longer offers this version.
     pub withdrawn: bool,
     /// Capabilities the card advertises for this subject, each with the start of its current
-    /// uninterrupted advertisement (a probe older than that says nothing about it).
+    /// uninterrupted advertisement (for people; rules use `advertised_seq`).
     pub advertised: BTreeMap<Capability, Timestamp>,
+    /// The ledger seq of the event that started each current advertisement: a probe that
+    /// started before it says nothing about the capability.
+    #[serde(default)]
+    pub advertised_seq: BTreeMap<Capability, i64>,
+}
+
+/// Where a probe run started, in ledger order: the ledger head seq it recorded when it
+/// started (every event up to it was committed before), and the time, for people. The order
+/// of events never rests on two machines' clocks (trust-model.md, gate states).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ProbeStart {
+    pub head_seq: Option<i64>,
+    pub at: Timestamp,
+}
+
+impl ProbeStart {
+    /// Whether the probe started after the event at `seq` (recorded at `at`): the event was
+    /// in the ledger when the probe read its head. Runs and events from before seqs were
+    /// kept fall back to their times.
+    pub fn is_after(&self, seq: Option<i64>, at: Option<Timestamp>) -> bool {
+        match (self.head_seq, seq) {
+            (Some(head), Some(seq)) => head >= seq,
+            _ => at.is_some_and(|at| self.at > at),
+        }
+    }
 }
 
 /// An event that the current state does not allow. The store refuses to append it.
@@ -110,22 +139,30 @@ pub enum GateError {
 
 impl SubjectState {
     /// The state a subject starts in, from its first event.
-    pub fn start(body: &EventBody, at: Timestamp) -> Result<Self, GateError> {
+    pub fn start(body: &EventBody, at: Timestamp, seq: i64) -> Result<Self, GateError> {
         let EventBody::VersionAppeared { advertised, .. } = body else {
             return Err(GateError::NotStarted(body.kind()));
         };
         Ok(Self {
             gate: GateState::CardTrusted,
             demoted_at: None,
+            demoted_seq: None,
             demotion_classes: BTreeSet::new(),
             card_untrusted: None,
             withdrawn: false,
             advertised: advertised.iter().map(|c| (*c, at)).collect(),
+            advertised_seq: advertised.iter().map(|c| (*c, seq)).collect(),
         })
     }
 
-    /// The state after `body`, recorded at `at`; an error when the rules forbid the event.
-    pub fn apply(&self, body: &EventBody, at: Timestamp) -> Result<Self, GateError> {
+    /// Whether a probe that started at `start` is fresh for the current demotion.
+    pub fn fresh_for_repromotion(&self, start: &ProbeStart) -> bool {
+        start.is_after(self.demoted_seq, self.demoted_at)
+    }
+
+    /// The state after `body`, the event at ledger `seq` recorded at `at`; an error when the
+    /// rules forbid the event.
+    pub fn apply(&self, body: &EventBody, at: Timestamp, seq: i64) -> Result<Self, GateError> {
         let mut next = self.clone();
         match body {
             EventBody::VersionAppeared { advertised, .. } => {
@@ -136,21 +173,27 @@ impl SubjectState {
                 // like a republish. Its capabilities are advertised afresh.
                 next.withdrawn = false;
                 next.advertised = advertised.iter().map(|c| (*c, at)).collect();
+                next.advertised_seq = advertised.iter().map(|c| (*c, seq)).collect();
             }
             EventBody::VersionWithdrawn { .. } => {
                 next.withdrawn = true;
                 next.advertised.clear();
+                next.advertised_seq.clear();
             }
             EventBody::CapabilityAdvertised { capability, .. } => {
                 next.advertised.entry(*capability).or_insert(at);
+                next.advertised_seq.entry(*capability).or_insert(seq);
             }
             EventBody::CapabilityWithdrawn { capability, .. } => {
                 next.advertised.remove(capability);
+                next.advertised_seq.remove(capability);
             }
             EventBody::CardUntrusted { reason, .. } => next.card_untrusted = Some(reason.clone()),
             EventBody::CardTrustRestored { .. } => next.card_untrusted = None,
             EventBody::Promoted {
-                probe_started_at, ..
+                probe_started_at,
+                probe_start_seq,
+                ..
             } => match self.gate {
                 GateState::CardTrusted => next.gate = GateState::LifecycleTrusted,
                 GateState::LifecycleTrusted => {
@@ -159,17 +202,21 @@ impl SubjectState {
                     ));
                 }
                 GateState::Demoted => {
-                    let demoted_at = self.demoted_at.expect("a demoted subject has demoted_at");
-                    if *probe_started_at <= demoted_at {
+                    let start = ProbeStart {
+                        head_seq: *probe_start_seq,
+                        at: *probe_started_at,
+                    };
+                    if !self.fresh_for_repromotion(&start) {
                         return Err(GateError::PromotionRefused(format!(
-                            "the probe started at {} but the subject was demoted at {}; only a \
-                             probe that started after the demotion re-promotes",
-                            super::time::format(*probe_started_at),
-                            super::time::format(demoted_at)
+                            "the probe started at ledger seq {} and the subject was demoted at \
+                             seq {}; only a probe that started after the demotion re-promotes",
+                            start.head_seq.map_or("?".into(), |s| s.to_string()),
+                            self.demoted_seq.map_or("?".into(), |s| s.to_string()),
                         )));
                     }
                     next.gate = GateState::LifecycleTrusted;
                     next.demoted_at = None;
+                    next.demoted_seq = None;
                     next.demotion_classes.clear();
                 }
             },
@@ -180,6 +227,7 @@ impl SubjectState {
                     // the re-promoting probe must postdate every known violation.
                     next.gate = GateState::Demoted;
                     next.demoted_at = Some(at);
+                    next.demoted_seq = Some(seq);
                     next.demotion_classes.insert(*class);
                 }
             },
@@ -192,13 +240,13 @@ impl SubjectState {
 
     /// Folds a subject's events in ledger order. `None` for no events.
     pub fn derive<'a>(
-        events: impl IntoIterator<Item = (&'a EventBody, Timestamp)>,
+        events: impl IntoIterator<Item = (&'a EventBody, Timestamp, i64)>,
     ) -> Result<Option<Self>, GateError> {
         let mut state: Option<Self> = None;
-        for (body, at) in events {
+        for (body, at, seq) in events {
             state = Some(match &state {
-                None => Self::start(body, at)?,
-                Some(s) => s.apply(body, at)?,
+                None => Self::start(body, at, seq)?,
+                Some(s) => s.apply(body, at, seq)?,
             });
         }
         Ok(state)
@@ -234,10 +282,12 @@ mod tests {
         }
     }
 
+    /// A promotion by a probe that started at ledger head seq `started`, at that many seconds.
     fn promoted(started: i64) -> EventBody {
         EventBody::Promoted {
             probe_run_id: ProbeRunId::new(),
             probe_started_at: t(started),
+            probe_start_seq: Some(started),
         }
     }
 
@@ -250,9 +300,10 @@ mod tests {
         }
     }
 
-    /// Runs `events` (body, time) from a fresh subject; returns the final result.
+    /// Runs `events` (body, n) from a fresh subject, each the event at ledger seq `n`
+    /// recorded at `n` seconds; returns the final result.
     fn run(events: &[(EventBody, i64)]) -> Result<Option<SubjectState>, GateError> {
-        SubjectState::derive(events.iter().map(|(b, at)| (b, t(*at))))
+        SubjectState::derive(events.iter().map(|(b, at)| (b, t(*at), *at)))
     }
 
     /// (case, events with their times, final gate or the start of the refusal message)
@@ -306,14 +357,24 @@ mod tests {
                 Err("promotion refused"),
             ),
             (
-                "a probe that started at the demotion instant does not re-promote",
+                "a probe whose ledger head was the event before the demotion does not re-promote",
+                vec![
+                    (appeared(&[]), 0),
+                    (promoted(5), 10),
+                    (demoted(DemotionClass::Push), 20),
+                    (promoted(19), 30),
+                ],
+                Err("promotion refused"),
+            ),
+            (
+                "a probe whose ledger head was the demotion itself started after it",
                 vec![
                     (appeared(&[]), 0),
                     (promoted(5), 10),
                     (demoted(DemotionClass::Push), 20),
                     (promoted(20), 30),
                 ],
-                Err("promotion refused"),
+                Ok(GateState::LifecycleTrusted),
             ),
             (
                 "a republish moves nothing",
@@ -375,8 +436,8 @@ mod tests {
         );
         assert_eq!(state.demoted_at, Some(t(40)));
         // A probe that started between the two demotions no longer re-promotes.
-        assert!(state.apply(&promoted(30), t(50)).is_err());
-        let again = state.apply(&promoted(41), t(50)).unwrap();
+        assert!(state.apply(&promoted(30), t(50), 50).is_err());
+        let again = state.apply(&promoted(41), t(50), 50).unwrap();
         assert_eq!(again.gate, GateState::LifecycleTrusted);
         assert!(again.demotion_classes.is_empty());
     }
@@ -400,7 +461,7 @@ mod tests {
         assert_eq!(state.effective(), EffectiveGate::Untrusted);
         assert_eq!(state.gate, GateState::LifecycleTrusted);
         let restored = state
-            .apply(&EventBody::CardTrustRestored { snapshot_id }, t(30))
+            .apply(&EventBody::CardTrustRestored { snapshot_id }, t(30), 30)
             .unwrap();
         assert_eq!(restored.effective(), EffectiveGate::LifecycleTrusted);
     }
@@ -433,6 +494,7 @@ mod tests {
                     snapshot_id,
                 },
                 t(20),
+                20,
             )
             .unwrap()
             .apply(
@@ -441,6 +503,7 @@ mod tests {
                     snapshot_id,
                 },
                 t(30),
+                30,
             )
             .unwrap();
         assert_eq!(
@@ -465,7 +528,7 @@ mod tests {
         assert_eq!(state.gate, GateState::LifecycleTrusted);
         assert_eq!(state.advertised.get(&Capability::Streaming), Some(&t(30)));
         assert_eq!(
-            state.apply(&appeared(&[]), t(40)),
+            state.apply(&appeared(&[]), t(40), 40),
             Err(GateError::AlreadyStarted)
         );
     }

@@ -59,6 +59,10 @@ pub enum EventBody {
     ProbeFinished {
         probe_run_id: ProbeRunId,
         started_at: Timestamp,
+        /// The ledger head seq when the probe started (absent on events from before it was
+        /// recorded).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        start_seq: Option<i64>,
         passed: bool,
         failed_findings: Vec<String>,
     },
@@ -66,6 +70,9 @@ pub enum EventBody {
     Promoted {
         probe_run_id: ProbeRunId,
         probe_started_at: Timestamp,
+        /// The ledger head seq when the probe started: what freshness is judged by.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        probe_start_seq: Option<i64>,
     },
     /// `lifecycle-trusted` → `demoted`, by a probe finding or a verified caller report.
     Demoted {

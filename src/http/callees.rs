@@ -56,6 +56,7 @@ pub struct ProbeScriptBody {
     pub follow_ups: Option<Vec<ProbeText>>,
     /// The first message of the push task, sent with cardgate's webhook inline in its
     /// configuration, so that even a task that finishes at once notifies. Default: `message`.
+    #[schema(min_length = 1, max_length = 2000, pattern = r"\S")]
     pub push_message: Option<String>,
     /// A task started with this text is canceled, and the cancel is checked.
     #[schema(min_length = 1, max_length = 2000, pattern = r"\S")]

@@ -102,12 +102,12 @@ macro_rules! impl_append_events {
                     .fetch_optional(&mut **self)
                     .await?;
                     let current: Option<Subject> = current.map(TryInto::try_into).transpose()?;
+                    seq += 1;
                     let state = match &current {
-                        None => SubjectState::start(&event.body, now)?,
-                        Some(subject) => subject.state.apply(&event.body, now)?,
+                        None => SubjectState::start(&event.body, now, seq)?,
+                        Some(subject) => subject.state.apply(&event.body, now, seq)?,
                     };
 
-                    seq += 1;
                     let record = EventRecord::seal(event, seq, &prev_hash, now);
                     sqlx::query(concat!(
                         "insert into ledger (",

@@ -96,6 +96,7 @@ struct RunRow {
     transcript: Option<String>,
     error: Option<String>,
     ledger_seqs: Option<String>,
+    start_seq: Option<i64>,
 }
 
 fn json<T: serde::de::DeserializeOwned>(text: Option<String>) -> Result<Option<T>, StoreError> {
@@ -127,6 +128,7 @@ impl TryFrom<RunRow> for ProbeRun {
             transcript: json::<Value>(r.transcript)?,
             error: r.error,
             ledger_seqs: json::<Vec<i64>>(r.ledger_seqs)?.unwrap_or_default(),
+            start_seq: r.start_seq,
         })
     }
 }
@@ -135,7 +137,7 @@ macro_rules! run_columns {
     () => {
         "id, callee_id, protocol_version, status, reason, requested_by, created_at, started_at, \
          finished_at, interface_url, wire, push_token, passed, judgement, observations, transcript, \
-         error, ledger_seqs"
+         error, ledger_seqs, start_seq"
     };
 }
 
@@ -144,7 +146,7 @@ macro_rules! run_summary_columns {
     () => {
         "id, callee_id, protocol_version, status, reason, requested_by, created_at, started_at, \
          finished_at, interface_url, wire, push_token, passed, judgement, null as observations, \
-         null as transcript, error, ledger_seqs"
+         null as transcript, error, ledger_seqs, start_seq"
     };
 }
 
@@ -229,7 +231,7 @@ impl Store {
                 "select ",
                 run_summary_columns!(),
                 " from probe_runs where callee_id = $1 and protocol_version = $2 and status = 'finished' \
-                 order by started_at desc limit 1"
+                 order by start_seq desc nulls last, started_at desc limit 1"
             ))
             .bind(callee_id.0)
             .bind(version.to_string())
@@ -259,28 +261,29 @@ impl Store {
         row.map(TryInto::try_into).transpose()
     }
 
-    /// Marks a run running (it has started talking to the callee).
+    /// Marks a run running (it has started talking to the callee) and records the ledger head
+    /// seq as of its start; returns that seq.
     pub async fn start_probe_run(
         &self,
         id: ProbeRunId,
         interface_url: &str,
         wire: &str,
         now: Timestamp,
-    ) -> Result<(), StoreError> {
-        dispatch!(self, |pool| {
-            sqlx::query(
-                "update probe_runs set status = 'running', started_at = $2, interface_url = $3, wire = $4 \
-                 where id = $1 and status = 'queued'",
+    ) -> Result<i64, StoreError> {
+        let (head,): (i64,) = dispatch!(self, |pool| {
+            sqlx::query_as(
+                "update probe_runs set status = 'running', started_at = $2, interface_url = $3, wire = $4, \
+                 start_seq = (select coalesce(max(seq), 0) from ledger) \
+                 where id = $1 and status = 'queued' returning start_seq",
             )
             .bind(id.0)
             .bind(now)
             .bind(interface_url)
             .bind(wire)
-            .execute(pool)
+            .fetch_one(pool)
             .await
-            .map(drop)
         })?;
-        Ok(())
+        Ok(head)
     }
 
     /// Records a finished cycle, the ledger events its outcome causes and the job's completion,

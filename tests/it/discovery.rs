@@ -520,6 +520,7 @@ async fn promote(db: &TestDb, callee_id: &str, version: &str) {
         body: EventBody::Promoted {
             probe_run_id: ProbeRunId::new(),
             probe_started_at: time::now(),
+            probe_start_seq: None,
         },
         actor: "test".into(),
     };

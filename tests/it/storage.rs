@@ -29,6 +29,7 @@ on_both_backends!(
     the_queue_dedups_claims_expired_leases_first_and_prunes_what_finished,
     probes_commit_with_the_refresh_that_calls_for_them,
     a_worker_that_lost_its_lease_finishes_nothing_and_appends_nothing,
+    re_promotion_follows_ledger_order_whatever_the_clocks_say,
 );
 
 const V1: ProtocolVersion = ProtocolVersion::new(1, 0);
@@ -147,6 +148,7 @@ async fn appending_folds_subject_state_in_the_same_transaction(db: TestDb) {
                 EventBody::Promoted {
                     probe_run_id: ProbeRunId::new(),
                     probe_started_at: probe_started,
+                    probe_start_seq: Some(1),
                 },
             )],
             t1,
@@ -170,11 +172,11 @@ async fn appending_folds_subject_state_in_the_same_transaction(db: TestDb) {
 
     // The cached state equals the ledger folded afresh.
     let events = store.ledger_for_subject(callee.id, V1).await.unwrap();
-    let bodies: Vec<(EventBody, Timestamp)> = events
+    let bodies: Vec<(EventBody, Timestamp, i64)> = events
         .iter()
-        .map(|e| (e.body().unwrap(), e.recorded_at))
+        .map(|e| (e.body().unwrap(), e.recorded_at, e.seq))
         .collect();
-    let folded = SubjectState::derive(bodies.iter().map(|(b, t)| (b, *t)))
+    let folded = SubjectState::derive(bodies.iter().map(|(b, t, seq)| (b, *t, *seq)))
         .unwrap()
         .unwrap();
     assert_eq!(folded, subject.state, "{}", db.backend());
@@ -481,7 +483,7 @@ async fn probes_commit_with_the_refresh_that_calls_for_them(db: TestDb) {
 }
 
 async fn a_worker_that_lost_its_lease_finishes_nothing_and_appends_nothing(db: TestDb) {
-    use cardgate::domain::probe::{Judgement, Observations, Verdict};
+    use cardgate::domain::probe::Observations;
     use cardgate::storage::FinishedRun;
 
     let store = &db.store;
@@ -512,17 +514,7 @@ async fn a_worker_that_lost_its_lease_finishes_nothing_and_appends_nothing(db: T
         .unwrap();
     assert_eq!(retaken.id, job.id);
 
-    let judgement = Judgement {
-        findings: Vec::new(),
-        capabilities: Default::default(),
-        verdict: Verdict {
-            passed: true,
-            reasons: Vec::new(),
-            triggers: Vec::new(),
-            lifecycle: Ok(()),
-            untimestamped: Vec::new(),
-        },
-    };
+    let judgement = passing_judgement();
     let observations = Observations::default();
     let transcript = serde_json::Value::Array(Vec::new());
     let finished = || FinishedRun {
@@ -536,6 +528,7 @@ async fn a_worker_that_lost_its_lease_finishes_nothing_and_appends_nothing(db: T
         vec![EventBody::Promoted {
             probe_run_id: run.id,
             probe_started_at: secs(1),
+            probe_start_seq: Some(1),
         }]
     };
     let head = store.ledger(Some(callee.id), 0, 100).await.unwrap().len();
@@ -572,4 +565,128 @@ async fn a_worker_that_lost_its_lease_finishes_nothing_and_appends_nothing(db: T
         store.ledger(Some(callee.id), 0, 100).await.unwrap().len(),
         head
     );
+}
+
+async fn re_promotion_follows_ledger_order_whatever_the_clocks_say(db: TestDb) {
+    use cardgate::domain::gate::ProbeStart;
+    use cardgate::domain::probe::Observations;
+    use cardgate::domain::probe::outcome::ledger_events;
+    use cardgate::storage::FinishedRun;
+
+    let store = &db.store;
+    let t0 = time::now();
+    let secs = |n: i64| t0 + chrono::Duration::seconds(n);
+    let callee = new_callee(store, "https://skewed.example/card.json").await;
+    store
+        .append(&[event(&callee, appeared())], secs(0))
+        .await
+        .unwrap();
+    store
+        .append(
+            &[event(
+                &callee,
+                EventBody::Promoted {
+                    probe_run_id: ProbeRunId::new(),
+                    probe_started_at: secs(0),
+                    probe_start_seq: Some(1),
+                },
+            )],
+            secs(1),
+        )
+        .await
+        .unwrap();
+    let passing = passing_judgement();
+    let observations = Observations::default();
+    let transcript = serde_json::Value::Array(Vec::new());
+    // Runs one passing probe whose worker's clock reads `worker_clock` at its start; `between`
+    // is appended after it started and before it finishes. Returns the kinds it appended.
+    let probe_around = |worker_clock: i64, between: Option<(EventBody, i64)>| {
+        let (passing, observations, transcript) = (&passing, &observations, &transcript);
+        let callee = &callee;
+        async move {
+            let (run, job) = probe_request(callee.id, V1, "test", "admin", secs(0));
+            store.request_probe(&run, &job).await.unwrap();
+            let claimed = store
+                .claim_job("w", secs(10_000), secs(0))
+                .await
+                .unwrap()
+                .unwrap();
+            let head = store
+                .start_probe_run(
+                    run.id,
+                    "https://skewed.example/a2a",
+                    "json-rpc-v1",
+                    secs(worker_clock),
+                )
+                .await
+                .unwrap();
+            if let Some((body, clock)) = between {
+                store
+                    .append(&[event(callee, body)], secs(clock))
+                    .await
+                    .unwrap();
+            }
+            let start = ProbeStart {
+                head_seq: Some(head),
+                at: secs(worker_clock),
+            };
+            let finished = FinishedRun {
+                passed: true,
+                judgement: passing,
+                observations,
+                transcript,
+                actor: "probe",
+            };
+            let appended = store
+                .finish_probe_run(
+                    run.id,
+                    Some((claimed.id, "w")),
+                    finished,
+                    |state| ledger_events(state, run.id, &start, passing),
+                    secs(worker_clock + 1),
+                )
+                .await
+                .unwrap();
+            appended
+                .iter()
+                .map(|(e, _)| e.kind.clone())
+                .collect::<Vec<_>>()
+        }
+    };
+    let demotion = EventBody::Demoted {
+        class: DemotionClass::Terminal,
+        probe_run_id: None,
+        report_id: Some(ReportId::new()),
+        reason: "a report".into(),
+    };
+    // The worker's clock runs an hour ahead of the process that demotes: by the clocks the
+    // probe started after the demotion, in ledger order it started before. No re-promotion.
+    assert_eq!(
+        probe_around(3600, Some((demotion, 10))).await,
+        ["probe-finished"]
+    );
+    // The worker's clock runs an hour behind: by the clocks it started before the demotion,
+    // in ledger order after. It re-promotes.
+    assert_eq!(
+        probe_around(-3600, None).await,
+        ["probe-finished", "promoted"]
+    );
+    let subject = store.subject(callee.id, V1).await.unwrap().unwrap();
+    assert_eq!(subject.state.gate, GateState::LifecycleTrusted);
+}
+
+/// A probe verdict that passed, with nothing else in it.
+fn passing_judgement() -> cardgate::domain::probe::Judgement {
+    use cardgate::domain::probe::{Judgement, Verdict};
+    Judgement {
+        findings: Vec::new(),
+        capabilities: Default::default(),
+        verdict: Verdict {
+            passed: true,
+            reasons: Vec::new(),
+            triggers: Vec::new(),
+            lifecycle: Ok(()),
+            untimestamped: Vec::new(),
+        },
+    }
 }

@@ -162,7 +162,7 @@ mod tests {
             snapshot_id: SnapshotId::new(),
             advertised: caps.to_vec(),
         };
-        SubjectState::start(&body, at).unwrap()
+        SubjectState::start(&body, at, 1).unwrap()
     }
 
     fn kinds(events: &[(ProtocolVersion, EventBody)]) -> Vec<String> {

@@ -1,6 +1,7 @@
 //! Table-driven tests of every decision condition.
 
 use super::*;
+use crate::domain::time::Timestamp;
 use chrono::{TimeZone, Utc};
 
 fn t(secs: i64) -> Timestamp {
@@ -50,10 +51,13 @@ fn subject(gate: GateState, classes: &[DemotionClass], caps: &[(Capability, i64)
         state: SubjectState {
             gate,
             demoted_at: (gate == GateState::Demoted).then(|| t(50)),
+            demoted_seq: (gate == GateState::Demoted).then_some(50),
             demotion_classes: classes.iter().copied().collect(),
             card_untrusted: None,
             withdrawn: false,
+            // Each advertisement began with the event at ledger seq `at`, at `at` seconds.
             advertised: caps.iter().map(|(c, at)| (*c, t(*at))).collect(),
+            advertised_seq: caps.iter().map(|(c, at)| (*c, *at)).collect(),
         },
         ledger_seq: 7,
         ledger_hash: "ab".repeat(32),
@@ -67,7 +71,11 @@ fn probe(
 ) -> ProbeFacts {
     ProbeFacts {
         probe_run_id: ProbeRunId::new(),
-        started_at: t(100),
+        // Started when the ledger head was seq 100, at 100 seconds.
+        start: ProbeStart {
+            head_seq: Some(100),
+            at: t(100),
+        },
         lifecycle: lifecycle.map_err(str::to_string),
         untimestamped: untimestamped.iter().map(|s| s.to_string()).collect(),
         capabilities: caps.iter().cloned().collect(),
@@ -262,15 +270,34 @@ fn cases() -> Vec<(&'static str, Posture, Tweak, &'static str, ConditionStatus)>
             "advertised since the last probe is unknown",
             strict(),
             |i| {
-                i.subject
-                    .as_mut()
-                    .unwrap()
-                    .state
-                    .advertised
-                    .insert(Capability::Streaming, t(200));
+                let state = &mut i.subject.as_mut().unwrap().state;
+                state.advertised.insert(Capability::Streaming, t(200));
+                state.advertised_seq.insert(Capability::Streaming, 200);
             },
             "capability:streaming",
             Unknown,
+        ),
+        (
+            "advertised after the probe in ledger order, on a clock that runs behind: unknown",
+            strict(),
+            |i| {
+                let state = &mut i.subject.as_mut().unwrap().state;
+                state.advertised.insert(Capability::Streaming, t(50));
+                state.advertised_seq.insert(Capability::Streaming, 150);
+            },
+            "capability:streaming",
+            Unknown,
+        ),
+        (
+            "advertised before the probe in ledger order, on a clock that runs ahead: pass",
+            strict(),
+            |i| {
+                let state = &mut i.subject.as_mut().unwrap().state;
+                state.advertised.insert(Capability::Streaming, t(150));
+                state.advertised_seq.insert(Capability::Streaming, 50);
+            },
+            "capability:streaming",
+            Pass,
         ),
         (
             "failed capability probe fails",

@@ -470,4 +470,6 @@ pub struct ProbeRun {
     pub transcript: Option<serde_json::Value>,
     pub error: Option<String>,
     pub ledger_seqs: Vec<i64>,
+    /// The ledger head seq when the run started (see [`crate::domain::gate::ProbeStart`]).
+    pub start_seq: Option<i64>,
 }

@@ -1,18 +1,18 @@
 //! What a finished probe cycle does to the subject's gate (trust-model.md): a passing cycle
-//! promotes `card-trusted`, and re-promotes `demoted` only if it started after the demotion;
+//! promotes `card-trusted`, and re-promotes `demoted` only if it started after the demotion in
+//! ledger order;
 //! a demotion trigger demotes a `lifecycle-trusted` subject. Everything is recorded either way.
 
 use super::Judgement;
-use crate::domain::gate::{GateState, SubjectState};
+use crate::domain::gate::{GateState, ProbeStart, SubjectState};
 use crate::domain::ids::ProbeRunId;
 use crate::domain::ledger::EventBody;
-use crate::domain::time::Timestamp;
 
 /// The ledger events a finished run appends, in order.
 pub fn ledger_events(
     state: &SubjectState,
     run: ProbeRunId,
-    started_at: Timestamp,
+    start: &ProbeStart,
     judgement: &Judgement,
 ) -> Vec<EventBody> {
     let failed: Vec<String> = judgement
@@ -23,19 +23,21 @@ pub fn ledger_events(
         .collect();
     let mut events = vec![EventBody::ProbeFinished {
         probe_run_id: run,
-        started_at,
+        started_at: start.at,
+        start_seq: start.head_seq,
         passed: judgement.verdict.passed,
         failed_findings: failed,
     }];
     let promotable = match state.gate {
         GateState::CardTrusted => true,
-        GateState::Demoted => state.demoted_at.is_some_and(|at| started_at > at),
+        GateState::Demoted => state.fresh_for_repromotion(start),
         GateState::LifecycleTrusted => false,
     };
     if judgement.verdict.passed && promotable {
         events.push(EventBody::Promoted {
             probe_run_id: run,
-            probe_started_at: started_at,
+            probe_started_at: start.at,
+            probe_start_seq: start.head_seq,
         });
     }
     if state.gate != GateState::CardTrusted {
@@ -60,6 +62,7 @@ mod tests {
     use crate::domain::gate::DemotionClass;
     use crate::domain::ids::SnapshotId;
     use crate::domain::probe::Verdict;
+    use crate::domain::time::Timestamp;
     use chrono::{TimeZone, Utc};
     use std::collections::BTreeMap;
 
@@ -81,14 +84,17 @@ mod tests {
         }
     }
 
-    fn state(gate: GateState, demoted_at: Option<i64>) -> SubjectState {
+    /// A subject in `gate`; `demoted` is the demotion's ledger seq, recorded at that many
+    /// seconds on the appending process's clock.
+    fn state(gate: GateState, demoted: Option<i64>) -> SubjectState {
         let appeared = EventBody::VersionAppeared {
             snapshot_id: SnapshotId::new(),
             advertised: Vec::new(),
         };
-        let mut s = SubjectState::start(&appeared, t(0)).unwrap();
+        let mut s = SubjectState::start(&appeared, t(0), 1).unwrap();
         s.gate = gate;
-        s.demoted_at = demoted_at.map(t);
+        s.demoted_at = demoted.map(t);
+        s.demoted_seq = demoted;
         if gate == GateState::Demoted {
             s.demotion_classes.insert(DemotionClass::Timestamp);
         }
@@ -102,67 +108,116 @@ mod tests {
     #[test]
     fn outcomes_by_gate_and_verdict() {
         let run = ProbeRunId::new();
-        let table: Vec<(&str, SubjectState, i64, Judgement, Vec<&str>)> = vec![
+        // (case, state, probe start as (ledger head seq, seconds on the worker's clock), …)
+        type Case = (
+            &'static str,
+            SubjectState,
+            (i64, i64),
+            Judgement,
+            Vec<&'static str>,
+        );
+        let table: Vec<Case> = vec![
             (
                 "pass promotes card-trusted",
                 state(GateState::CardTrusted, None),
-                10,
+                (10, 10),
                 judgement(true, &[]),
                 vec!["probe-finished", "promoted"],
             ),
             (
                 "pass keeps lifecycle-trusted",
                 state(GateState::LifecycleTrusted, None),
-                10,
+                (10, 10),
                 judgement(true, &[]),
                 vec!["probe-finished"],
             ),
             (
                 "fresh pass re-promotes demoted",
                 state(GateState::Demoted, Some(5)),
-                10,
+                (10, 10),
+                judgement(true, &[]),
+                vec!["probe-finished", "promoted"],
+            ),
+            (
+                "a probe that saw the demotion as the ledger head is fresh",
+                state(GateState::Demoted, Some(5)),
+                (5, 10),
                 judgement(true, &[]),
                 vec!["probe-finished", "promoted"],
             ),
             (
                 "stale pass does not re-promote",
                 state(GateState::Demoted, Some(20)),
-                10,
+                (10, 10),
+                judgement(true, &[]),
+                vec!["probe-finished"],
+            ),
+            (
+                "the worker's clock behind: fresh in ledger order, re-promotes",
+                state(GateState::Demoted, Some(20)),
+                (25, 15),
+                judgement(true, &[]),
+                vec!["probe-finished", "promoted"],
+            ),
+            (
+                "the worker's clock ahead: stale in ledger order, does not re-promote",
+                state(GateState::Demoted, Some(20)),
+                (15, 25),
                 judgement(true, &[]),
                 vec!["probe-finished"],
             ),
             (
                 "trigger demotes lifecycle-trusted",
                 state(GateState::LifecycleTrusted, None),
-                10,
+                (10, 10),
                 judgement(false, &[DemotionClass::History]),
                 vec!["probe-finished", "demoted"],
             ),
             (
                 "trigger on card-trusted is only recorded",
                 state(GateState::CardTrusted, None),
-                10,
+                (10, 10),
                 judgement(false, &[DemotionClass::Timestamp]),
                 vec!["probe-finished"],
             ),
             (
                 "a known class on a demoted subject is not repeated",
                 state(GateState::Demoted, Some(5)),
-                10,
+                (10, 10),
                 judgement(false, &[DemotionClass::Timestamp, DemotionClass::Terminal]),
                 vec!["probe-finished", "demoted"],
             ),
         ];
-        for (name, state, started, judgement, expected) in table {
-            let events = ledger_events(&state, run, t(started), &judgement);
+        for (name, state, (head, at), judgement, expected) in table {
+            let start = ProbeStart {
+                head_seq: Some(head),
+                at: t(at),
+            };
+            let events = ledger_events(&state, run, &start, &judgement);
             assert_eq!(kinds(&events), expected, "{name}");
             // Every sequence the outcome proposes is one the gate accepts.
             let mut s = state.clone();
-            for e in &events {
+            for (i, e) in events.iter().enumerate() {
                 s = s
-                    .apply(e, t(started + 1))
+                    .apply(e, t(at + 1), head + 100 + i as i64)
                     .unwrap_or_else(|err| panic!("{name}: {err}"));
             }
         }
+    }
+
+    #[test]
+    fn runs_and_demotions_from_before_seqs_were_kept_fall_back_to_their_times() {
+        let mut legacy = state(GateState::Demoted, Some(20));
+        legacy.demoted_seq = None;
+        let after = ProbeStart {
+            head_seq: Some(3),
+            at: t(30),
+        };
+        let before = ProbeStart {
+            head_seq: None,
+            at: t(10),
+        };
+        assert!(legacy.fresh_for_repromotion(&after));
+        assert!(!legacy.fresh_for_repromotion(&before));
     }
 }

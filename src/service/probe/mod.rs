@@ -15,6 +15,7 @@ use super::callees::not_found;
 use crate::domain::capability::Capability;
 use crate::domain::card::{CardInterface, NormalizedCard};
 use crate::domain::decision::ProbeFacts;
+use crate::domain::gate::ProbeStart;
 use crate::domain::ids::{CalleeId, JobId, ProbeRunId};
 use crate::domain::job::{self, Job, JobKind, JobStatus};
 use crate::domain::probe::{
@@ -375,6 +376,7 @@ fn queued_run(
         transcript: None,
         error: None,
         ledger_seqs: Vec::new(),
+        start_seq: None,
     }
 }
 
@@ -456,9 +458,14 @@ pub async fn execute(ctx: &ProbeContext<'_>, job: &Job, owner: &str) -> Result<(
         }
     };
     let started_at = (ctx.now)();
-    ctx.store
+    let head_seq = ctx
+        .store
         .start_probe_run(run.id, &interface.url, wire.as_str(), started_at)
         .await?;
+    let start = ProbeStart {
+        head_seq: Some(head_seq),
+        at: started_at,
+    };
     tracing::info!(probe_run.id = %run.id, callee.id = %run.callee_id, version = %run.protocol_version, "probe of {} {} started", run.callee_id, run.protocol_version);
 
     let inbox = StoreInbox(ctx.store);
@@ -489,7 +496,7 @@ pub async fn execute(ctx: &ProbeContext<'_>, job: &Job, owner: &str) -> Result<(
             run.id,
             Some((job.id, owner)),
             finished,
-            |state| outcome::ledger_events(state, run.id, started_at, &judgement),
+            |state| outcome::ledger_events(state, run.id, &start, &judgement),
             (ctx.now)(),
         )
         .await?;
@@ -532,7 +539,10 @@ pub fn facts(run: &ProbeRun) -> Option<ProbeFacts> {
     let judgement = run.judgement.as_ref()?;
     Some(ProbeFacts {
         probe_run_id: run.id,
-        started_at: run.started_at?,
+        start: ProbeStart {
+            head_seq: run.start_seq,
+            at: run.started_at?,
+        },
         lifecycle: judgement.verdict.lifecycle.clone(),
         untimestamped: judgement.verdict.untimestamped.clone(),
         capabilities: judgement.capabilities.clone(),
