@@ -214,16 +214,23 @@ impl FakeAgent {
     /// Republishes the card with another description (same versions and capabilities):
     /// nothing a subject depends on moves.
     pub fn republish(&self, description: &str) {
-        self.rebuild(description, self.shared.config.tenant.clone());
+        self.rebuild(description, |_| {});
     }
 
     /// Republishes the card with `tenant` on every interface: a change the subjects depend on
     /// (callers address the agent through it), while the agent answers as before.
     pub fn republish_interfaces(&self, tenant: &str) {
-        self.rebuild("interfaces moved to a tenant", Some(tenant.to_string()));
+        let tenant = tenant.to_string();
+        self.rebuild("interfaces moved to a tenant", |c| c.tenant = Some(tenant));
     }
 
-    fn rebuild(&self, description: &str, tenant: Option<String>) {
+    /// Republishes the card advertising push notifications, or not (the agent's behaviour
+    /// does not change: it always honours a webhook it is given).
+    pub fn advertise_push(&self, push: bool) {
+        self.rebuild("push advertised anew", |c| c.push = push);
+    }
+
+    fn rebuild(&self, description: &str, change: impl FnOnce(&mut FakeAgentConfig)) {
         let versions = lock(&self.shared.card)["supportedInterfaces"]
             .as_array()
             .map(|list| {
@@ -243,7 +250,7 @@ impl FakeAgent {
             .unwrap_or_else(|| self.shared.config.versions.clone());
         let mut config = self.shared.config.clone();
         config.versions = versions;
-        config.tenant = tenant;
+        change(&mut config);
         *lock(&self.shared.card) = build_card(
             &self.shared.origin,
             &config,

@@ -436,7 +436,10 @@ mod tests {
         );
         assert_eq!(state.demoted_at, Some(t(40)));
         // A probe that started between the two demotions no longer re-promotes.
-        assert!(state.apply(&promoted(30), t(50), 50).is_err());
+        assert!(matches!(
+            state.apply(&promoted(30), t(50), 50),
+            Err(GateError::PromotionRefused(why)) if why.contains("demoted at seq 40")
+        ));
         let again = state.apply(&promoted(41), t(50), 50).unwrap();
         assert_eq!(again.gate, GateState::LifecycleTrusted);
         assert!(again.demotion_classes.is_empty());

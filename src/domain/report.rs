@@ -244,14 +244,18 @@ mod tests {
 
     #[test]
     fn evidence_that_shows_the_violation_is_accepted() {
+        // Each accepted report's reason becomes the demotion's reason: it must name the
+        // observation that shows the violation.
         let cases = [
             (
                 Trigger::TerminalWithoutTimestamp,
                 json!({"observed": [status("TASK_STATE_WORKING", true), status("TASK_STATE_COMPLETED", false)]}),
+                "observed[1] is the terminal state TASK_STATE_COMPLETED without status.timestamp",
             ),
             (
                 Trigger::TerminalWithoutTimestamp,
                 json!({"observed": [{"statusUpdate": {"taskId": "t", "contextId": "c", "status": {"state": "TASK_STATE_FAILED"}}}]}),
+                "observed[0] is the terminal state TASK_STATE_FAILED without status.timestamp",
             ),
             (
                 Trigger::DuplicateTerminal,
@@ -259,10 +263,12 @@ mod tests {
                     {"kind": "status-update", "taskId": "t", "status": status("completed", true), "final": true},
                     {"kind": "status-update", "taskId": "t", "status": status("completed", true), "final": true}
                 ]}),
+                "observed[1] (completed) follows the terminal observed[0] (completed)",
             ),
             (
                 Trigger::DuplicateTerminal,
                 json!({"observed": [status("TASK_STATE_COMPLETED", true), status("TASK_STATE_WORKING", true)]}),
+                "observed[1] (TASK_STATE_WORKING) follows the terminal observed[0] (TASK_STATE_COMPLETED)",
             ),
             (
                 Trigger::HistoryNotIncremented,
@@ -271,18 +277,19 @@ mod tests {
                     {"kind": "status-update", "taskId": "t", "status": status("working", true)},
                     {"kind": "task", "id": "t", "status": status("input-required", true), "history": [1, 2]}
                 ]}),
+                "history stayed at 2 → 2",
             ),
             (
                 Trigger::PushRegistrationFailed,
                 json!({"attempts": [{"http_status": 500}, {"jsonrpc_error": {"code": -32603, "message": "x"}}]}),
+                "all 2 registration attempts failed",
             ),
         ];
-        for (trigger, evidence) in cases {
-            assert!(
-                check(trigger, &evidence).is_ok(),
-                "{trigger:?}: {:?}",
-                check(trigger, &evidence)
-            );
+        for (trigger, evidence, reason) in cases {
+            match check(trigger, &evidence) {
+                Ok(found) => assert!(found.contains(reason), "{trigger:?}: {found}"),
+                Err(e) => panic!("{trigger:?} refused: {e}"),
+            }
         }
     }
 

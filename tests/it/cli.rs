@@ -60,11 +60,20 @@ async fn probe_exits_1_when_not_and_says_why_in_json() {
 
 #[tokio::test]
 async fn probe_exits_2_on_usage_and_fetch_errors() {
-    let unreachable = cardgate_probe(&["http://127.0.0.1:9/"]).await;
+    // A listener of our own that hangs up on every connection: a fetch error for sure, with no
+    // assumption about what some fixed port has behind it.
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let origin = format!("http://{}/", listener.local_addr().unwrap());
+    tokio::spawn(async move {
+        while let Ok((socket, _)) = listener.accept().await {
+            drop(socket);
+        }
+    });
+    let unreachable = cardgate_probe(&[&origin]).await;
     assert_eq!(unreachable.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&unreachable.stderr).contains("could not be fetched"));
     let usage = cardgate_probe(&["not a url"]).await;
     assert_eq!(usage.status.code(), Some(2));
-    let bad_version = cardgate_probe(&["http://127.0.0.1:9/", "--version", "1"]).await;
+    let bad_version = cardgate_probe(&[&origin, "--version", "1"]).await;
     assert_eq!(bad_version.status.code(), Some(2));
 }

@@ -19,6 +19,10 @@ on_both_backends!(
     a_card_with_too_many_versions_is_refused_naming_the_cap,
     signatures_pointing_at_many_slow_key_sets_cost_a_few_fetches,
     an_untrusted_card_backs_off_and_is_not_stored_again_unchanged,
+    unauthenticated_traffic_is_limited_per_address_before_any_lookup,
+    an_interface_url_in_a_special_address_form_is_never_connected_to,
+    padded_answers_and_endless_polling_keep_the_transcript_within_its_budget,
+    a_webhook_flood_with_a_valid_token_stops_at_the_cap_and_leaves_nothing_behind,
 );
 
 /// A listener on 127.0.0.1 that counts the connections it accepts.
@@ -182,14 +186,12 @@ async fn signatures_pointing_at_many_slow_key_sets_cost_a_few_fetches(db: TestDb
     server.stop().await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn an_interface_url_in_a_special_address_form_is_never_connected_to() {
+async fn an_interface_url_in_a_special_address_form_is_never_connected_to(db: TestDb) {
     let (port, accepted) = counting_listener().await;
     let cards = CardServer::start().await;
     let mut card = cards.card("mapped", &["1.0"], json!({}));
     card["supportedInterfaces"][0]["url"] = format!("http://[::ffff:0.0.0.0]:{port}/a2a").into();
     cards.serve_signed_card("/.well-known/agent-card.json", &card);
-    let db = TestDb::sqlite().await;
     let server = TestServer::start(db.target.clone()).await;
     let callee = register(&server, &cards.origin(), json!({})).await;
     let run = probe(&server, &callee, "1.0").await;
@@ -201,8 +203,7 @@ async fn an_interface_url_in_a_special_address_form_is_never_connected_to() {
     server.stop().await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn padded_answers_and_endless_polling_keep_the_transcript_within_its_budget() {
+async fn padded_answers_and_endless_polling_keep_the_transcript_within_its_budget(db: TestDb) {
     let config = FakeAgentConfig {
         streaming: false,
         push: false,
@@ -212,7 +213,6 @@ async fn padded_answers_and_endless_polling_keep_the_transcript_within_its_budge
     let agent = FakeAgent::start(config, Behaviour::NeverFinishes)
         .await
         .unwrap();
-    let db = TestDb::sqlite().await;
     let mut settings = test_settings(db.target.clone());
     settings.probe.deadline = Duration::from_secs(3);
     settings.probe.limits.transcript_bytes = 1024 * 1024;
@@ -229,12 +229,10 @@ async fn padded_answers_and_endless_polling_keep_the_transcript_within_its_budge
     server.stop().await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_webhook_flood_with_a_valid_token_stops_at_the_cap_and_leaves_nothing_behind() {
+async fn a_webhook_flood_with_a_valid_token_stops_at_the_cap_and_leaves_nothing_behind(db: TestDb) {
     let agent = FakeAgent::start(FakeAgentConfig::default(), Behaviour::PushFlood)
         .await
         .unwrap();
-    let db = TestDb::sqlite().await;
     let mut settings = test_settings(db.target.clone());
     settings.probe.push_max_deliveries = 8;
     let server = TestServer::start_with(settings).await;
@@ -256,9 +254,7 @@ async fn a_webhook_flood_with_a_valid_token_stops_at_the_cap_and_leaves_nothing_
     server.stop().await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn unauthenticated_traffic_is_limited_per_address_before_any_lookup() {
-    let db = TestDb::sqlite().await;
+async fn unauthenticated_traffic_is_limited_per_address_before_any_lookup(db: TestDb) {
     let mut settings = test_settings(db.target.clone());
     settings.auth.anonymous_per_sec = 0.01;
     settings.auth.anonymous_burst = 5.0;

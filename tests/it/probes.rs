@@ -11,6 +11,9 @@ use crate::support::{TestDb, TestServer, error_code, on_both_backends, test_sett
 on_both_backends!(
     a_conformant_agent_is_promoted_and_answers_authoritatively,
     a_terminal_without_timestamp_demotes_and_only_a_fresh_pass_repromotes,
+    one_probe_per_subject_at_a_time_and_shutdown_aborts_the_running_one,
+    a_run_left_running_by_a_crash_is_aborted_at_the_next_start,
+    a_capability_advertised_after_the_newest_probe_is_unknown_until_probed,
 );
 
 /// Registers the agent and returns the callee id.
@@ -219,7 +222,10 @@ async fn a_terminal_without_timestamp_demotes_and_only_a_fresh_pass_repromotes(d
     server.stop().await;
 }
 
-/// One switch: promoted first, then the behaviour, then back to conformant.
+/// One switch: promoted first, then the behaviour, then back to conformant. The switches run
+/// on SQLite only: they exercise the engine's checks and the gate moves in the domain, and the
+/// storage they go through (finish_probe_run, the ledger fold) is the same code that the
+/// scenarios above run on both backends.
 async fn demotes_and_recovers(
     config: FakeAgentConfig,
     version: &str,
@@ -322,7 +328,8 @@ async fn input_required_loops_without_history_growth_demote_with_the_history_cla
     .await;
 }
 
-/// One switch on a fresh callee: the finding fails, nothing is promoted, nothing demoted.
+/// One switch on a fresh callee: the finding fails, nothing is promoted, nothing demoted
+/// (SQLite only, for the reason given at `demotes_and_recovers`).
 async fn fails_without_trigger(behaviour: Behaviour, code: &str, mentions: &str) -> Value {
     let db = TestDb::sqlite().await;
     let agent = FakeAgent::start(FakeAgentConfig::default(), behaviour)
@@ -380,9 +387,7 @@ async fn malformed_sse_is_a_finding_not_a_crash() {
     assert_eq!(run["capabilities"]["streaming"]["status"], "failed");
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn one_probe_per_subject_at_a_time_and_shutdown_aborts_the_running_one() {
-    let db = TestDb::sqlite().await;
+async fn one_probe_per_subject_at_a_time_and_shutdown_aborts_the_running_one(db: TestDb) {
     let agent = FakeAgent::start(FakeAgentConfig::default(), Behaviour::NeverFinishes)
         .await
         .unwrap();
@@ -435,9 +440,7 @@ async fn one_probe_per_subject_at_a_time_and_shutdown_aborts_the_running_one() {
     assert_eq!(subject.gate().as_str(), "card-trusted");
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_run_left_running_by_a_crash_is_aborted_at_the_next_start() {
-    let db = TestDb::sqlite().await;
+async fn a_run_left_running_by_a_crash_is_aborted_at_the_next_start(db: TestDb) {
     let agent = FakeAgent::start(FakeAgentConfig::default(), Behaviour::NeverFinishes)
         .await
         .unwrap();
@@ -465,10 +468,19 @@ async fn a_run_left_running_by_a_crash_is_aborted_at_the_next_start() {
         .await
         .unwrap();
 
+    // SQLite (one process) aborts every unfinished run at start; on Postgres, where other
+    // replicas may be running theirs, the run is aborted when its job is claimed again.
     let mut settings = test_settings(db.target.clone());
     settings.worker.concurrency = 1;
     let server = TestServer::start_with(settings).await;
-    let (_, body) = server.get(&format!("/v1/probes/{}", run.id)).await;
+    let mut body = Value::Null;
+    for _ in 0..100 {
+        (_, body) = server.get(&format!("/v1/probes/{}", run.id)).await;
+        if body["status"] == "aborted" {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
     assert_eq!(body["status"], "aborted", "{body:#}");
     assert!(body["ledger_events"].as_array().unwrap().is_empty());
     server.stop().await;
@@ -508,5 +520,49 @@ async fn a_v03_agent_with_history_behind_a_lagging_proxy_is_promoted_not_demoted
     }
     assert_eq!(events(&run), ["probe-finished", "promoted"], "{run:#}");
     assert_eq!(gate(&server, &callee, "0.3").await, "lifecycle-trusted");
+    server.stop().await;
+}
+
+async fn a_capability_advertised_after_the_newest_probe_is_unknown_until_probed(db: TestDb) {
+    let agent = FakeAgent::start(FakeAgentConfig::default(), Behaviour::Conformant)
+        .await
+        .unwrap();
+    agent.advertise_push(false);
+    let server = TestServer::start(db.target.clone()).await;
+    let callee = register(&server, &agent.origin(), json!({})).await;
+    let run = probe(&server, &callee, "1.0").await;
+    assert_eq!(events(&run), ["probe-finished", "promoted"], "{run:#}");
+    let push = "caller_version=1.0&requires=pushNotifications";
+    let before = decision(&server, &callee, push).await;
+    assert_eq!(
+        condition(&before, "capability:pushNotifications")["status"],
+        "fail",
+        "not advertised yet"
+    );
+
+    // The card starts advertising push: the probe that promoted the subject never checked it.
+    agent.advertise_push(true);
+    let (_, refresh) = server
+        .post(&format!("/v1/callees/{callee}/refresh"), json!({}))
+        .await;
+    assert_eq!(refresh["status"], "fetched", "{refresh:#}");
+    let after = decision(&server, &callee, push).await;
+    let condition_now = condition(&after, "capability:pushNotifications");
+    assert_eq!(condition_now["status"], "unknown", "{after:#}");
+    let reason = condition_now["reason"].as_str().unwrap();
+    assert!(
+        reason.contains("after probe") && reason.contains("ledger seq"),
+        "{reason}"
+    );
+
+    // A fresh probe checks it.
+    let run = probe(&server, &callee, "1.0").await;
+    assert_eq!(run["capabilities"]["pushNotifications"]["status"], "passed");
+    let checked = decision(&server, &callee, push).await;
+    assert_eq!(
+        condition(&checked, "capability:pushNotifications")["status"],
+        "pass",
+        "{checked:#}"
+    );
     server.stop().await;
 }

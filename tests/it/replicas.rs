@@ -186,8 +186,23 @@ async fn two_replicas_run_every_job_once_and_lose_none_when_one_dies() {
         get(format!("{}/v1/status", a.base)).await,
         get(format!("{}/v1/jobs?limit=20", a.base)).await
     );
-    // Let A drain whatever is left (refreshes keep coming every second).
-    tokio::time::sleep(Duration::from_secs(1)).await;
+    // Let A drain whatever probe work is left (refreshes keep coming every second).
+    for _ in 0..300 {
+        let active = get(format!("{}/v1/jobs?status=running&limit=200", a.base)).await;
+        let queued = get(format!("{}/v1/jobs?status=queued&limit=200", a.base)).await;
+        let probes = |page: &Value| {
+            page["items"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .filter(|j| j["kind"] == "probe")
+                .count()
+        };
+        if probes(&active) + probes(&queued) == 0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
 
     // Every probe ran once to completion; the ledger holds each event once.
     let mut appeared: HashMap<String, usize> = HashMap::new();

@@ -37,7 +37,9 @@ async fn serve(sdk: Sdk, lagging: bool) -> Option<(SdkAgent, Option<LaggingProxy
 }
 
 /// Registers the agent with the default probe script, probes every version its card offers,
-/// and checks each verdict against what the SDK's wire behaviour deserves.
+/// and checks each verdict against what the SDK's wire behaviour deserves. On SQLite only:
+/// what differs between these runs is the agent on the wire; the storage path is the one the
+/// fake-agent probe scenarios run on both backends.
 async fn probed_through_the_service(sdk: Sdk, lagging: bool) {
     let Some((_agent, _proxy, origin)) = serve(sdk, lagging).await else {
         return;

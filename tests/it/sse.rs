@@ -147,8 +147,9 @@ async fn silence_ends_the_stream_as_idle_and_counts_are_capped() {
 
 #[tokio::test]
 async fn the_deadline_wins_over_a_trickle() {
+    // 100 keep-alives 100 ms apart would last 10 s; ending at `Deadline` (not `Closed`) is
+    // the deadline winning, with no wall-clock threshold to flake on.
     let trickle = (0..100).map(|_| b":\n".to_vec()).collect();
-    let started = std::time::Instant::now();
     let (_, end) = drain(SseReader::new(
         serve(trickle, Duration::from_millis(100), true).await,
         SseLimits {
@@ -158,5 +159,4 @@ async fn the_deadline_wins_over_a_trickle() {
     ))
     .await;
     assert_eq!(end, SseEnd::Deadline);
-    assert!(started.elapsed() < Duration::from_secs(3));
 }

@@ -403,7 +403,10 @@ async fn the_queue_dedups_claims_expired_leases_first_and_prunes_what_finished(d
         1,
         "only the first"
     );
-    assert!(store.job(first.id).await.is_err());
+    assert!(matches!(
+        store.job(first.id).await,
+        Err(StoreError::NotFound)
+    ));
     assert_eq!(
         store.prune_jobs(secs(1000), 100).await.unwrap(),
         1,

@@ -80,8 +80,18 @@ impl CardServer {
     }
 
     pub async fn start_on(addr: &str) -> Self {
-        let inner = Inner::default();
         let listener = tokio::net::TcpListener::bind(addr).await.unwrap();
+        Self::serve_on(listener)
+    }
+
+    /// On `addr`, or `None` when it is taken (the listener is kept: no bind-drop-rebind race).
+    pub async fn try_start_on(addr: &str) -> Option<Self> {
+        let listener = tokio::net::TcpListener::bind(addr).await.ok()?;
+        Some(Self::serve_on(listener))
+    }
+
+    fn serve_on(listener: tokio::net::TcpListener) -> Self {
+        let inner = Inner::default();
         let addr = listener.local_addr().unwrap();
         let app = Router::new().fallback({
             let inner = inner.clone();

@@ -310,7 +310,7 @@ pub fn repo_path(relative: &str) -> PathBuf {
 /// CI can provide is ever skipped there). Skips are also appended to
 /// `$CARGO_TARGET_TMPDIR/skipped.txt`, which `.ci/run` prints after the tests.
 pub fn skip(what: &str, why: &str, required_by: &str) {
-    if std::env::var(required_by).as_deref() == Ok("1") {
+    if matches!(std::env::var(required_by).as_deref(), Ok("1" | "true")) {
         panic!("{what} is required ({required_by}=1): {why}");
     }
     eprintln!("\n===== SKIPPED {what}: {why} =====\n");
