@@ -11,24 +11,22 @@ use serde_json::{Value, json};
 use tokio::process::{Child, Command};
 
 use crate::support::TestDb;
+use crate::support::proxy::LaggingProxy;
 
 struct Replica {
     base: String,
     child: Child,
 }
 
-async fn spawn_replica(database_url: &str, log: &str) -> Replica {
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let base = format!("http://127.0.0.1:{port}");
+/// Starts `cardgate serve` on a port of its own choosing (port 0: no bind-drop-rebind race)
+/// and reads the address it bound from its log. Agents reach every replica's webhook through
+/// `public_url`: a front the test holds, since the replicas' ports are not known in advance.
+async fn spawn_replica(database_url: &str, public_url: &str, log: &str) -> Replica {
     let child = Command::new(env!("CARGO_BIN_EXE_cardgate"))
         .arg("serve")
         .env("DATABASE_URL", database_url)
-        .env("CARDGATE_LISTEN", format!("127.0.0.1:{port}"))
-        .env("CARDGATE_PUBLIC_URL", format!("{base}/"))
+        .env("CARDGATE_LISTEN", "127.0.0.1:0")
+        .env("CARDGATE_PUBLIC_URL", public_url)
         .env("CARDGATE_ALLOW_NETWORKS", "127.0.0.0/8")
         .env("CARDGATE_REFRESH_SCHEDULE", "*/1 * * * * *")
         .env("CARDGATE_JOB_LEASE_SECS", "3")
@@ -36,7 +34,7 @@ async fn spawn_replica(database_url: &str, log: &str) -> Replica {
         .env("CARDGATE_PUSH_BACKOFF_MS", "50")
         .env("CARDGATE_PROBE_DEADLINE_SECS", "20")
         .env("CARDGATE_ADMIN_TOKEN", crate::support::ADMIN_TOKEN)
-        .env("RUST_LOG", "warn")
+        .env("RUST_LOG", "warn,cardgate::app=info")
         .stdout(Stdio::null())
         .stderr(
             std::fs::File::create(log)
@@ -48,17 +46,27 @@ async fn spawn_replica(database_url: &str, log: &str) -> Replica {
         .expect("cardgate starts");
     let client = reqwest::Client::new();
     for _ in 0..300 {
-        if client
-            .get(format!("{base}/readyz"))
-            .send()
-            .await
-            .is_ok_and(|r| r.status() == 200)
-        {
-            return Replica { base, child };
+        let bound = std::fs::read_to_string(log).ok().and_then(|text| {
+            let at = text.find("listening on http://")? + "listening on ".len();
+            let url: String = text[at..]
+                .chars()
+                .take_while(|c| !c.is_whitespace())
+                .collect();
+            Some(url)
+        });
+        if let Some(base) = bound {
+            if client
+                .get(format!("{base}/readyz"))
+                .send()
+                .await
+                .is_ok_and(|r| r.status() == 200)
+            {
+                return Replica { base, child };
+            }
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    panic!("replica on {base} did not become ready (log: {log})");
+    panic!("a replica did not become ready (log: {log})");
 }
 
 async fn get(url: String) -> Value {
@@ -117,8 +125,13 @@ async fn two_replicas_run_every_job_once_and_lose_none_when_one_dies() {
     }
     let dir = tempfile::tempdir().unwrap();
     let log = |name: &str| dir.path().join(name).display().to_string();
-    let a = spawn_replica(&url, &log("a.log")).await;
-    let mut b = spawn_replica(&url, &log("b.log")).await;
+    // The webhook front: deliveries reach replica A, and land in the shared database, so the
+    // probes of either replica see them.
+    let front = LaggingProxy::start(Duration::ZERO).await;
+    let public_url = format!("{}/", front.origin());
+    let a = spawn_replica(&url, &public_url, &log("a.log")).await;
+    front.forward_to(&a.base);
+    let mut b = spawn_replica(&url, &public_url, &log("b.log")).await;
 
     // Register half through each replica; registration queues each 1.0 probe.
     let client = crate::support::client_with(crate::support::ADMIN_TOKEN);
