@@ -23,6 +23,8 @@ on_both_backends!(
     an_interface_url_in_a_special_address_form_is_never_connected_to,
     padded_answers_and_endless_polling_keep_the_transcript_within_its_budget,
     a_webhook_flood_with_a_valid_token_stops_at_the_cap_and_leaves_nothing_behind,
+    a_job_whose_worker_keeps_dying_is_given_up_with_the_reason,
+    a_job_that_fails_ends_its_run_too,
 );
 
 /// A listener on 127.0.0.1 that counts the connections it accepts.
@@ -393,6 +395,111 @@ async fn an_untrusted_card_backs_off_and_is_not_stored_again_unchanged(db: TestD
     assert!(
         asked.last().unwrap().contains_key("if-none-match"),
         "an untrusted card is revalidated conditionally"
+    );
+    server.stop().await;
+}
+
+async fn a_job_whose_worker_keeps_dying_is_given_up_with_the_reason(db: TestDb) {
+    use cardgate::domain::job::MAX_ATTEMPTS;
+    let agent = FakeAgent::start(FakeAgentConfig::default(), Behaviour::Conformant)
+        .await
+        .unwrap();
+    let server = TestServer::start(db.target.clone()).await;
+    let callee = register(&server, &agent.origin(), json!({})).await;
+    server.stop().await;
+    // Its probe job was claimed MAX_ATTEMPTS times, an hour ago, by workers that died holding it.
+    let store = &db.store;
+    let hour_ago = cardgate::domain::time::now() - chrono::Duration::hours(1);
+    let run = cardgate::service::probe::enqueue_probe(
+        store,
+        cardgate::domain::ids::CalleeId(callee.parse().unwrap()),
+        cardgate::domain::version::ProtocolVersion::new(1, 0),
+        "operator",
+        "test",
+        hour_ago,
+    )
+    .await
+    .unwrap();
+    let mut job = None;
+    for attempt in 0..MAX_ATTEMPTS {
+        let at = hour_ago + chrono::Duration::seconds(10 * i64::from(attempt));
+        job = store
+            .claim_job(
+                &format!("dead-{attempt}"),
+                at + chrono::Duration::seconds(5),
+                at,
+            )
+            .await
+            .unwrap();
+    }
+    let job = job.expect("claimed");
+    assert_eq!(job.attempts, MAX_ATTEMPTS);
+
+    // The next worker to claim it gives it up, and its run with it.
+    let server = TestServer::start(db.target.clone()).await;
+    let mut status = Value::Null;
+    for _ in 0..100 {
+        let (_, page) = server.get("/v1/jobs?status=failed").await;
+        if let Some(failed) = page["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|j| j["id"] == job.id.to_string())
+        {
+            status = failed.clone();
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(
+        status["last_error"]
+            .as_str()
+            .is_some_and(|e| e.contains(&format!("gave up after {MAX_ATTEMPTS} attempts"))),
+        "{status:#}"
+    );
+    let (_, run) = server.get(&format!("/v1/probes/{}", run.id)).await;
+    assert_eq!(run["status"], "aborted", "{run:#}");
+    server.stop().await;
+}
+
+async fn a_job_that_fails_ends_its_run_too(db: TestDb) {
+    let agent = FakeAgent::start(FakeAgentConfig::default(), Behaviour::NeverFinishes)
+        .await
+        .unwrap();
+    let mut settings = test_settings(db.target.clone());
+    settings.probe.deadline = Duration::from_secs(2);
+    let server = TestServer::start_with(settings).await;
+    let callee = register(&server, &agent.origin(), json!({})).await;
+    let (_, queued) = server
+        .post(
+            &format!("/v1/callees/{callee}/probes"),
+            json!({"protocol_version": "1.0"}),
+        )
+        .await;
+    let id = queued["id"].as_str().unwrap().to_string();
+    for _ in 0..100 {
+        let (_, run) = server.get(&format!("/v1/probes/{id}")).await;
+        if run["status"] == "running" {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    // While it runs, the subject it reports on disappears: recording the outcome fails.
+    db.raw("delete from subjects").await.unwrap();
+    let mut run = Value::Null;
+    for _ in 0..100 {
+        (_, run) = server.get(&format!("/v1/probes/{id}")).await;
+        if run["status"] != "running" {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(run["status"], "aborted", "{run:#}");
+    assert!(
+        run["error"]
+            .as_str()
+            .is_some_and(|e| e.contains("the probe job failed")),
+        "{run:#}"
     );
     server.stop().await;
 }
