@@ -45,7 +45,12 @@ pub enum Behaviour {
     MalformedSse,
     /// Every push delivery is sent `FLOOD` times over (a flood with a valid token).
     PushFlood,
+    /// Every call is answered only after `SLOW_ANSWER` (an agent that holds connections open).
+    SlowAnswers,
 }
+
+/// How long `SlowAnswers` holds each call.
+pub const SLOW_ANSWER: Duration = Duration::from_secs(120);
 
 /// How many times `PushFlood` sends each delivery.
 pub const FLOOD: usize = 50;
@@ -365,6 +370,9 @@ async fn dispatch(s: Arc<Shared>, req: Value, v1: bool) -> Response {
     let method = req["method"].as_str().unwrap_or_default();
     let params = &req["params"];
     let behaviour = *lock(&s.behaviour);
+    if behaviour == Behaviour::SlowAnswers {
+        tokio::time::sleep(SLOW_ANSWER).await;
+    }
     match (method, v1) {
         ("SendMessage", true) | ("message/send", false) => {
             let non_blocking = if v1 {

@@ -25,6 +25,7 @@ on_both_backends!(
     a_webhook_flood_with_a_valid_token_stops_at_the_cap_and_leaves_nothing_behind,
     a_job_whose_worker_keeps_dying_is_given_up_with_the_reason,
     a_job_that_fails_ends_its_run_too,
+    the_cycle_deadline_bounds_every_call,
 );
 
 /// A listener on 127.0.0.1 that counts the connections it accepts.
@@ -499,6 +500,52 @@ async fn a_job_that_fails_ends_its_run_too(db: TestDb) {
         run["error"]
             .as_str()
             .is_some_and(|e| e.contains("the probe job failed")),
+        "{run:#}"
+    );
+    server.stop().await;
+}
+
+async fn the_cycle_deadline_bounds_every_call(db: TestDb) {
+    // Every call is held for two minutes; the cycle's deadline is 2 s. No call may start after
+    // the deadline, and the run ends with it (not after one per-call timeout per phase).
+    let agent = FakeAgent::start(FakeAgentConfig::default(), Behaviour::SlowAnswers)
+        .await
+        .unwrap();
+    let mut settings = test_settings(db.target.clone());
+    settings.probe.deadline = Duration::from_secs(2);
+    let server = TestServer::start_with(settings).await;
+    let callee = register(
+        &server,
+        &agent.origin(),
+        json!({"cancel_message": "cancel me"}),
+    )
+    .await;
+    let run = probe(&server, &callee, "1.0").await;
+    assert_eq!(run["status"], "finished", "{run:#}");
+    let started =
+        chrono::DateTime::parse_from_rfc3339(run["started_at"].as_str().unwrap()).unwrap();
+    let deadline = started + chrono::Duration::seconds(2);
+    let exchanges = run["exchanges"].as_array().unwrap();
+    assert!(!exchanges.is_empty());
+    for exchange in exchanges {
+        let at =
+            chrono::DateTime::parse_from_rfc3339(exchange["started_at"].as_str().unwrap()).unwrap();
+        // A moment's slack for the scheduler; an unbounded phase would start 15 s or more late.
+        assert!(
+            at <= deadline + chrono::Duration::seconds(1),
+            "{} started after the deadline: {exchange:#}",
+            exchange["step"]
+        );
+    }
+    let finished =
+        chrono::DateTime::parse_from_rfc3339(run["finished_at"].as_str().unwrap()).unwrap();
+    assert!(
+        finished <= deadline + chrono::Duration::seconds(5),
+        "finished at {finished}, deadline {deadline}"
+    );
+    assert_eq!(run["verdict"]["passed"], false);
+    assert!(
+        run["verdict"]["triggers"].as_array().unwrap().is_empty(),
         "{run:#}"
     );
     server.stop().await;
