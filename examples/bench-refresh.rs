@@ -10,7 +10,6 @@
 #[allow(dead_code)] // shared with bench-probes, which uses all of it
 mod proc_stats;
 
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use axum::Router;
@@ -25,7 +24,7 @@ use cardgate::domain::ledger::{EventBody, NewEvent};
 use cardgate::domain::time;
 use cardgate::domain::version::ProtocolVersion;
 use cardgate::remote::NetworkPolicy;
-use cardgate::service::{schedule, worker};
+use cardgate::runtime::{schedule, worker};
 use cardgate::storage::DatabaseTarget;
 use serde_json::json;
 
@@ -108,7 +107,7 @@ async fn main() -> anyhow::Result<()> {
     settings.pool.max_connections = (workers as u32 + 4).min(64);
     settings.schedule.sweep_limit = callees as u32 + 1;
     let app = App::build(settings.clone()).await?;
-    let state = app.state.clone();
+    let state = app.services.clone();
 
     // Seed: callees with a trusted snapshot (and its ETag) and one subject each.
     let sample = json!({"name": "bench", "supportedInterfaces": [{"url": format!("{cards}/a2a"), "protocolBinding": "JSONRPC", "protocolVersion": "1.0"}]});
@@ -171,12 +170,11 @@ async fn main() -> anyhow::Result<()> {
     let stop = tokio_util::sync::CancellationToken::new();
     let cpu0 = proc_stats::cpu_time();
     let t0 = Instant::now();
-    let enqueued = schedule::refresh_sweep(&state).await?;
+    let enqueued = schedule::refresh_sweep(&state, &settings.schedule).await?;
     let (enqueue_wall, enqueue_cpu) = (t0.elapsed(), proc_stats::cpu_time() - cpu0);
     let worker = tokio::spawn(worker::run(
         state.clone(),
         settings.worker.clone(),
-        Arc::clone(&state.wake),
         stop.clone(),
     ));
     loop {

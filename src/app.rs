@@ -1,5 +1,6 @@
-//! The running service: shared state, startup (connect, migrate) and the serve loop with
-//! graceful shutdown.
+//! Composition: builds the services from the settings, recovers work cut short by the last
+//! run, and runs the HTTP API, the scheduler and the worker until shutdown. Nothing else
+//! imports this module but `config` and the binary.
 
 use std::future::Future;
 use std::net::SocketAddr;
@@ -8,53 +9,16 @@ use std::sync::Arc;
 use anyhow::Context;
 use tokio::net::TcpListener;
 
-use crate::domain::time::{self, Timestamp};
-use crate::http::{self, HttpLimits};
+use crate::domain::time::SystemClock;
+use crate::http::{self, ApiState, HttpLimits};
 use crate::remote::{Outbound, OutboundSettings};
+use crate::runtime::schedule::{self, ScheduleSettings, Ticks};
+use crate::runtime::worker::{self, WorkerSettings};
+use crate::service::Services;
+use crate::service::callees::CardPolicy;
 use crate::service::discovery::{Discovery, DiscoverySettings};
 use crate::service::probe::ProbeSettings;
-use crate::service::schedule::{self, ScheduleSettings, Ticks};
-use crate::service::worker::{self, WorkerSettings};
 use crate::storage::{DatabaseTarget, PoolSettings, Store};
-
-/// Where "now" comes from. Services read it here so tests can hold time still.
-pub trait Clock: Send + Sync + 'static {
-    fn now(&self) -> Timestamp;
-}
-
-/// The wall clock.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct SystemClock;
-
-impl Clock for SystemClock {
-    fn now(&self) -> Timestamp {
-        time::now()
-    }
-}
-
-/// What handlers and jobs share. Cheap to clone.
-#[derive(Clone)]
-pub struct AppState {
-    pub store: Store,
-    pub clock: Arc<dyn Clock>,
-    /// The one guarded client for everything cardgate fetches.
-    pub outbound: Outbound,
-    pub discovery: Discovery,
-    pub probe: ProbeSettings,
-    pub schedule: Arc<ScheduleSettings>,
-    /// Wakes the job worker when a job is enqueued.
-    pub wake: Arc<tokio::sync::Notify>,
-    /// The scheduler's last ticks in this process.
-    pub ticks: Arc<Ticks>,
-    /// This process's name in job leases.
-    pub instance: String,
-}
-
-impl AppState {
-    pub fn now(&self) -> Timestamp {
-        self.clock.now()
-    }
-}
 
 /// Everything `cardgate serve` is configured with.
 #[derive(Debug, Clone)]
@@ -69,6 +33,7 @@ pub struct Settings {
     pub probe: ProbeSettings,
     pub worker: WorkerSettings,
     pub schedule: ScheduleSettings,
+    pub cards: CardPolicy,
 }
 
 impl Settings {
@@ -85,13 +50,15 @@ impl Settings {
             probe: ProbeSettings::default(),
             worker: WorkerSettings::default(),
             schedule: ScheduleSettings::default(),
+            cards: CardPolicy::default(),
         }
     }
 }
 
 /// A started (connected, migrated) service that has not begun listening.
 pub struct App {
-    pub state: AppState,
+    pub services: Services,
+    ticks: Arc<Ticks>,
     settings: Settings,
 }
 
@@ -105,29 +72,27 @@ impl App {
         let outbound =
             Outbound::new(settings.outbound.clone()).context("building the HTTP client")?;
         let discovery = Discovery::new(outbound.clone(), settings.discovery.clone());
-        let state = AppState {
+        let services = Services {
             store,
             clock: Arc::new(SystemClock),
             outbound,
             discovery,
             probe: settings.probe.clone(),
-            schedule: Arc::new(settings.schedule.clone()),
+            cards: settings.cards.clone(),
             wake: Arc::new(tokio::sync::Notify::new()),
-            ticks: Arc::new(Ticks::default()),
-            instance: settings.worker.owner.clone(),
         };
         // Work cut short by a crash or shutdown: probes are aborted (they never promote) and
         // their jobs become claimable again. An SQLite file has one process by design, so
         // everything running is an orphan; on Postgres other replicas may be alive, so only
         // expired leases are.
-        let single = state.store.backend() == "sqlite";
-        let now = state.now();
-        let aborted = state
+        let single = services.store.backend() == "sqlite";
+        let now = services.now();
+        let aborted = services
             .store
             .abort_orphaned_runs(single, now)
             .await
             .context("recovering probe runs")?;
-        let released = state
+        let released = services
             .store
             .release_orphaned_jobs(single, now)
             .await
@@ -139,7 +104,16 @@ impl App {
                 "recovered work cut short by the previous run"
             );
         }
-        Ok(Self { state, settings })
+        Ok(Self {
+            services,
+            ticks: Arc::new(Ticks::default()),
+            settings,
+        })
+    }
+
+    /// What the service was built with.
+    pub fn settings(&self) -> &Settings {
+        &self.settings
     }
 
     /// Binds the configured address.
@@ -155,15 +129,22 @@ impl App {
         listener: TcpListener,
         shutdown: impl Future<Output = ()> + Send + 'static,
     ) -> anyhow::Result<()> {
-        let router = http::router(self.state.clone(), &self.settings.http, &self.settings.auth)?;
+        let schedule = Arc::new(self.settings.schedule.clone());
+        let api = ApiState {
+            services: self.services.clone(),
+            schedule: schedule.clone(),
+            ticks: self.ticks.clone(),
+            instance: self.settings.worker.owner.clone(),
+        };
+        let router = http::router(api, &self.settings.http, &self.settings.auth)?;
         let addr = listener.local_addr()?;
-        tracing::info!(%addr, database = self.state.store.backend(), "cardgate listening on http://{addr}");
-        let mut scheduler = schedule::start(self.state.clone(), self.state.ticks.clone()).await?;
+        tracing::info!(%addr, database = self.services.store.backend(), "cardgate listening on http://{addr}");
+        let mut scheduler =
+            schedule::start(self.services.clone(), schedule, self.ticks.clone()).await?;
         let stop = tokio_util::sync::CancellationToken::new();
         let worker = tokio::spawn(worker::run(
-            self.state.clone(),
+            self.services.clone(),
             self.settings.worker.clone(),
-            self.state.wake.clone(),
             stop.clone(),
         ));
         let stopping = stop.clone();
@@ -185,7 +166,7 @@ impl App {
             tracing::error!(error = ?e, "the job worker panicked");
         }
         served?;
-        self.state.store.close().await;
+        self.services.store.close().await;
         tracing::info!("cardgate stopped");
         Ok(())
     }

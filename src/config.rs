@@ -3,7 +3,7 @@
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use clap::{Args, Parser, Subcommand, ValueEnum};
+use clap::Args;
 
 use crate::app::Settings;
 use crate::domain::callee::Backoff;
@@ -12,53 +12,13 @@ use crate::http::HttpLimits;
 use crate::http::auth::AuthSettings;
 use crate::remote::a2a::CallLimits;
 use crate::remote::{NetworkPolicy, OutboundSettings};
+use crate::runtime::schedule::{self, ScheduleSettings};
+use crate::runtime::worker::WorkerSettings;
+use crate::service::callees::CardPolicy;
 use crate::service::discovery::DiscoverySettings;
 use crate::service::probe::ProbeSettings;
-use crate::service::schedule::ScheduleSettings;
-use crate::service::worker::WorkerSettings;
 use crate::storage::{DatabaseTarget, PoolSettings};
 use anyhow::Context;
-
-#[derive(Debug, Parser)]
-#[command(
-    name = "cardgate",
-    version,
-    about = "A2A lifecycle trust registry",
-    long_about = "cardgate registers A2A agents (callees), verifies their agent cards, probes their \
-                  real task lifecycles, and tells callers whether they may rely on lifecycle \
-                  semantics, from an append-only, hash-chained ledger."
-)]
-pub struct Cli {
-    #[command(subcommand)]
-    pub command: Command,
-
-    /// Log output format.
-    #[arg(long, env = "CARDGATE_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text, global = true)]
-    pub log_format: LogFormat,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum LogFormat {
-    /// Human-readable lines.
-    Text,
-    /// One JSON object per line.
-    Json,
-}
-
-#[derive(Debug, Subcommand)]
-pub enum Command {
-    /// Run the registry service (HTTP API, Swagger UI at /docs).
-    Serve(ServeArgs),
-    /// Apply database migrations and exit.
-    Migrate(DatabaseArgs),
-    /// Print the OpenAPI document and exit.
-    Openapi,
-    /// Discover an agent and run one probe cycle per protocol version, without a database or
-    /// server. Exit code 0: every subject would be promoted; 1: not; 2: usage or fetch error.
-    Probe(crate::cli::probe::ProbeArgs),
-    /// Manage API keys in the database (create the first admin key here).
-    Keys(crate::cli::keys::KeysArgs),
-}
 
 #[derive(Debug, Clone, Args)]
 pub struct DatabaseArgs {
@@ -287,6 +247,7 @@ impl ServeArgs {
                 ..WorkerSettings::default()
             },
             schedule: self.schedule.settings()?,
+            cards: self.schedule.card_policy(),
         })
     }
 }
@@ -334,14 +295,19 @@ pub struct ScheduleArgs {
 
 impl ScheduleArgs {
     pub fn settings(&self) -> anyhow::Result<ScheduleSettings> {
-        crate::service::schedule::validate(&self.refresh_schedule)
-            .context("CARDGATE_REFRESH_SCHEDULE")?;
-        crate::service::schedule::validate(&self.reprobe_schedule)
-            .context("CARDGATE_REPROBE_SCHEDULE")?;
+        schedule::validate(&self.refresh_schedule).context("CARDGATE_REFRESH_SCHEDULE")?;
+        schedule::validate(&self.reprobe_schedule).context("CARDGATE_REPROBE_SCHEDULE")?;
         Ok(ScheduleSettings {
             refresh: self.refresh_schedule.clone(),
             reprobe: self.reprobe_schedule.clone(),
             stale_after: Duration::from_secs(self.probe_stale_after_secs),
+            job_retention: Duration::from_secs(self.job_retention_secs),
+            ..ScheduleSettings::default()
+        })
+    }
+
+    pub fn card_policy(&self) -> CardPolicy {
+        CardPolicy {
             backoff: Backoff {
                 base: Duration::from_secs(self.refresh_backoff_secs.max(1)),
                 cap: Duration::from_secs(
@@ -350,9 +316,7 @@ impl ScheduleArgs {
                 ),
             },
             probe_on_change: self.probe_on_change,
-            job_retention: Duration::from_secs(self.job_retention_secs),
-            ..ScheduleSettings::default()
-        })
+        }
     }
 }
 
@@ -432,32 +396,4 @@ pub fn with_trailing_slash(mut url: url::Url) -> url::Url {
         url.set_path(&path);
     }
     url
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use clap::CommandFactory;
-
-    #[test]
-    fn the_command_line_is_well_formed() {
-        Cli::command().debug_assert();
-    }
-
-    #[test]
-    fn serve_defaults_to_loopback_and_the_sqlite_file() {
-        let cli = Cli::try_parse_from(["cardgate", "serve"]).unwrap();
-        let Command::Serve(args) = cli.command else {
-            panic!("not serve")
-        };
-        let settings = args.settings().unwrap();
-        assert_eq!(settings.listen, "127.0.0.1:8080".parse().unwrap());
-        // DATABASE_URL may be set in the environment running the tests; only check the flag path.
-        if std::env::var_os("DATABASE_URL").is_none() {
-            assert_eq!(
-                settings.database,
-                DatabaseTarget::Sqlite("./data/cardgate.db".into())
-            );
-        }
-    }
 }

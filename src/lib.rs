@@ -4,8 +4,10 @@
 //! may. It answers from its own evidence (verified cards, real probe tasks) recorded in an
 //! append-only, hash-chained ledger.
 //!
-//! Layers, in dependency order: [`domain`] (pure rules) ← [`storage`] (SQL) ← [`service`]
-//! (use cases) ← [`http`] (REST) and the binary. See `README.md` for the tour.
+//! Layers, in dependency order: [`domain`] (pure rules) ← [`storage`] (SQL) and [`remote`]
+//! (outbound HTTP) ← [`service`] (use cases) ← [`runtime`] (scheduler, worker) and [`http`]
+//! (REST) ← [`app`] (composition) ← [`config`] ← [`cli`] and the binary. No module imports one
+//! to its right. See `README.md` for the tour.
 
 #![forbid(unsafe_code)]
 
@@ -16,6 +18,7 @@ pub mod domain;
 pub mod fake_agent;
 pub mod http;
 pub mod remote;
+pub mod runtime;
 pub mod service;
 pub mod storage;
 pub mod telemetry;

@@ -6,7 +6,7 @@ use anyhow::Context;
 use clap::Parser;
 
 use cardgate::app::{self, App};
-use cardgate::config::{Cli, Command};
+use cardgate::cli::{Cli, Command};
 use cardgate::storage::Store;
 use cardgate::{http, telemetry};
 

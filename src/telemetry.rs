@@ -2,9 +2,16 @@
 
 use std::io::IsTerminal;
 
+use clap::ValueEnum;
 use tracing_subscriber::EnvFilter;
 
-use crate::config::LogFormat;
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum LogFormat {
+    /// Human-readable lines.
+    Text,
+    /// One JSON object per line.
+    Json,
+}
 
 pub fn init(format: LogFormat) {
     let filter = EnvFilter::try_from_default_env()

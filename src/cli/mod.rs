@@ -1,4 +1,72 @@
-//! Subcommands that run without the service: `cardgate probe` and `cardgate keys`.
+//! The command line: the `cardgate` parser and its subcommands. `serve` and `migrate` take
+//! their flag groups from [`crate::config`]; `probe` and `keys` run without the service.
 
 pub mod keys;
 pub mod probe;
+
+use clap::{Parser, Subcommand};
+
+use crate::config::{DatabaseArgs, ServeArgs};
+use crate::telemetry::LogFormat;
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "cardgate",
+    version,
+    about = "A2A lifecycle trust registry",
+    long_about = "cardgate registers A2A agents (callees), verifies their agent cards, probes their \
+                  real task lifecycles, and tells callers whether they may rely on lifecycle \
+                  semantics, from an append-only, hash-chained ledger."
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+
+    /// Log output format.
+    #[arg(long, env = "CARDGATE_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text, global = true)]
+    pub log_format: LogFormat,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run the registry service (HTTP API, Swagger UI at /docs).
+    Serve(ServeArgs),
+    /// Apply database migrations and exit.
+    Migrate(DatabaseArgs),
+    /// Print the OpenAPI document and exit.
+    Openapi,
+    /// Discover an agent and run one probe cycle per protocol version, without a database or
+    /// server. Exit code 0: every subject would be promoted; 1: not; 2: usage or fetch error.
+    Probe(probe::ProbeArgs),
+    /// Manage API keys in the database (create the first admin key here).
+    Keys(keys::KeysArgs),
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::storage::DatabaseTarget;
+    use clap::CommandFactory;
+
+    #[test]
+    fn the_command_line_is_well_formed() {
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn serve_defaults_to_loopback_and_the_sqlite_file() {
+        let cli = Cli::try_parse_from(["cardgate", "serve"]).unwrap();
+        let Command::Serve(args) = cli.command else {
+            panic!("not serve")
+        };
+        let settings = args.settings().unwrap();
+        assert_eq!(settings.listen, "127.0.0.1:8080".parse().unwrap());
+        // DATABASE_URL may be set in the environment running the tests; only check the flag path.
+        if std::env::var_os("DATABASE_URL").is_none() {
+            assert_eq!(
+                settings.database,
+                DatabaseTarget::Sqlite("./data/cardgate.db".into())
+            );
+        }
+    }
+}

@@ -19,14 +19,18 @@ use serde_json::{Value, json};
 
 use crate::config::{OutboundArgs, with_trailing_slash};
 use crate::domain::callee::CardUrl;
+use crate::domain::card::Assessment;
 use crate::domain::decision::CapabilityOutcome;
+use crate::domain::probe::PushDelivery;
 use crate::domain::probe::{FindingStatus, ProbeScript};
 use crate::domain::time;
 use crate::domain::version::ProtocolVersion;
 use crate::remote::Outbound;
 use crate::service::discovery::{Discovery, Fetch};
 use crate::service::probe::{self, InboxDelivery, ProbeSettings, Progress, PushInbox};
-use crate::storage::PushDelivery;
+
+/// One version's probe: its cycle, or why it could not run.
+type Report = Result<probe::CycleOutput, String>;
 
 #[derive(Debug, Clone, Args)]
 pub struct ProbeArgs {
@@ -155,28 +159,9 @@ async fn run_inner(args: ProbeArgs) -> Result<ExitCode, String> {
         .as_deref()
         .map(|v| ProtocolVersion::parse_exact(v).map_err(|e| format!("--version: {e}")))
         .transpose()?;
-    let script = ProbeScript {
-        message: args
-            .message
-            .clone()
-            .unwrap_or_else(|| ProbeScript::default().message),
-        follow_ups: if args.follow_ups.is_empty() {
-            ProbeScript::default().follow_ups
-        } else {
-            args.follow_ups.clone()
-        },
-        push_message: args.push_message.clone(),
-        cancel_message: args.cancel_message.clone(),
-    };
+    let script = script_of(&args);
     script.validate()?;
-    let trusted_keys: Option<Value> = match &args.trusted_keys {
-        Some(path) => {
-            let text =
-                std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
-            Some(serde_json::from_str(&text).map_err(|e| format!("{}: {e}", path.display()))?)
-        }
-        None => None,
-    };
+    let trusted_keys = read_keys(&args)?;
     let outbound = Outbound::new(args.outbound.outbound().map_err(|e| e.to_string())?)
         .map_err(|e| e.to_string())?;
     let discovery = Discovery::new(outbound.clone(), args.outbound.discovery());
@@ -199,26 +184,6 @@ async fn run_inner(args: ProbeArgs) -> Result<ExitCode, String> {
         report_untrusted(&args, url.as_str(), &problem);
         return Ok(ExitCode::from(1));
     };
-
-    let inbox = MemoryInbox::default();
-    let listener = tokio::net::TcpListener::bind(args.webhook_listen)
-        .await
-        .map_err(|e| format!("webhook listener: {e}"))?;
-    let local = listener.local_addr().map_err(|e| e.to_string())?;
-    let router = Router::new()
-        .route("/v1/hooks/push/{token}", post(receive))
-        .with_state(inbox.clone());
-    let server = tokio::spawn(async move { axum::serve(listener, router).await });
-    let base = match &args.public_url {
-        Some(url) => with_trailing_slash(url.clone()),
-        None => url::Url::parse(&format!("http://{local}/")).map_err(|e| e.to_string())?,
-    };
-    let settings = ProbeSettings {
-        public_url: Some(base.clone()),
-        deadline: std::time::Duration::from_secs(args.deadline_secs),
-        ..ProbeSettings::default()
-    };
-
     let versions: Vec<ProtocolVersion> = card
         .versions()
         .into_iter()
@@ -230,67 +195,142 @@ async fn run_inner(args: ProbeArgs) -> Result<ExitCode, String> {
             only.map(|v| v.to_string()).unwrap_or_default()
         ));
     }
+
+    let webhook = Webhook::serve(&args).await?;
+    let settings = ProbeSettings {
+        public_url: Some(webhook.base.clone()),
+        deadline: std::time::Duration::from_secs(args.deadline_secs),
+        ..ProbeSettings::default()
+    };
     let mut reports = Vec::new();
-    let mut all_pass = true;
     for version in versions {
-        let token = probe::new_token();
-        inbox
-            .0
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .insert(token.clone(), Vec::new());
-        let push = base
-            .join(&format!("v1/hooks/push/{token}"))
-            .ok()
-            .map(|u| (u, token));
+        let push = webhook.open();
         eprintln!();
-        match probe::probe_interface(
-            &outbound, &settings, &card, version, &script, push, &inbox, &Stderr,
+        let report = probe::probe_interface(
+            &outbound,
+            &settings,
+            &card,
+            version,
+            &script,
+            push,
+            &webhook.inbox,
+            &Stderr,
         )
-        .await
-        {
-            Ok(output) => {
-                all_pass &= output.judgement.verdict.passed;
-                reports.push((version, Ok(output)));
-            }
-            Err(why) => {
-                all_pass = false;
-                eprintln!("  cannot probe {version}: {why}");
-                reports.push((version, Err(why)));
-            }
+        .await;
+        if let Err(why) = &report {
+            eprintln!("  cannot probe {version}: {why}");
         }
+        reports.push((version, report));
     }
-    server.abort();
+    webhook.server.abort();
 
     if args.json {
-        let subjects: Vec<Value> = reports
-            .iter()
-            .map(|(version, report)| match report {
-                Ok(o) => json!({
-                    "protocol_version": version.to_string(),
-                    "interface": o.interface.url, "wire": o.wire.as_str(),
-                    "would_promote": o.judgement.verdict.passed,
-                    "verdict": o.judgement.verdict,
-                    "capabilities": o.judgement.capabilities,
-                    "findings": o.judgement.findings,
-                    "transitions": o.observations.transitions,
-                }),
-                Err(why) => json!({"protocol_version": version.to_string(), "would_promote": false, "error": why}),
-            })
-            .collect();
-        let out = json!({
-            "card_url": url.as_str(), "signature": assessment.signature, "uncovered_fields": assessment.uncovered,
-            "subjects": subjects,
-        });
-        println!("{}", serde_json::to_string_pretty(&out).unwrap_or_default());
+        print_json(url.as_str(), &assessment, &reports);
     } else {
         print_report(url.as_str(), assessment.signature.status(), &reports);
     }
+    let all_pass = reports
+        .iter()
+        .all(|(_, r)| r.as_ref().is_ok_and(|o| o.judgement.verdict.passed));
     Ok(if all_pass {
         ExitCode::SUCCESS
     } else {
         ExitCode::from(1)
     })
+}
+
+/// The probe script from the flags, the defaults where a flag is absent.
+fn script_of(args: &ProbeArgs) -> ProbeScript {
+    let defaults = ProbeScript::default();
+    ProbeScript {
+        message: args.message.clone().unwrap_or(defaults.message),
+        follow_ups: if args.follow_ups.is_empty() {
+            defaults.follow_ups
+        } else {
+            args.follow_ups.clone()
+        },
+        push_message: args.push_message.clone(),
+        cancel_message: args.cancel_message.clone(),
+    }
+}
+
+/// The JWKS file named by `--trusted-keys`, if any.
+fn read_keys(args: &ProbeArgs) -> Result<Option<Value>, String> {
+    let Some(path) = &args.trusted_keys else {
+        return Ok(None);
+    };
+    let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    serde_json::from_str(&text)
+        .map(Some)
+        .map_err(|e| format!("{}: {e}", path.display()))
+}
+
+/// The push webhook this command serves while it probes, and where agents reach it.
+struct Webhook {
+    inbox: MemoryInbox,
+    base: url::Url,
+    server: tokio::task::JoinHandle<std::io::Result<()>>,
+}
+
+impl Webhook {
+    async fn serve(args: &ProbeArgs) -> Result<Self, String> {
+        let inbox = MemoryInbox::default();
+        let listener = tokio::net::TcpListener::bind(args.webhook_listen)
+            .await
+            .map_err(|e| format!("webhook listener: {e}"))?;
+        let local = listener.local_addr().map_err(|e| e.to_string())?;
+        let router = Router::new()
+            .route("/v1/hooks/push/{token}", post(receive))
+            .with_state(inbox.clone());
+        let server = tokio::spawn(async move { axum::serve(listener, router).await });
+        let base = match &args.public_url {
+            Some(url) => with_trailing_slash(url.clone()),
+            None => url::Url::parse(&format!("http://{local}/")).map_err(|e| e.to_string())?,
+        };
+        Ok(Self {
+            inbox,
+            base,
+            server,
+        })
+    }
+
+    /// A fresh token's webhook URL, ready to take deliveries.
+    fn open(&self) -> Option<(url::Url, String)> {
+        let token = probe::new_token();
+        self.inbox
+            .0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .insert(token.clone(), Vec::new());
+        self.base
+            .join(&format!("v1/hooks/push/{token}"))
+            .ok()
+            .map(|u| (u, token))
+    }
+}
+
+/// The `--json` report.
+fn print_json(url: &str, assessment: &Assessment, reports: &[(ProtocolVersion, Report)]) {
+    let subjects: Vec<Value> = reports
+        .iter()
+        .map(|(version, report)| match report {
+            Ok(o) => json!({
+                "protocol_version": version.to_string(),
+                "interface": o.interface.url, "wire": o.wire.as_str(),
+                "would_promote": o.judgement.verdict.passed,
+                "verdict": o.judgement.verdict,
+                "capabilities": o.judgement.capabilities,
+                "findings": o.judgement.findings,
+                "transitions": o.observations.transitions,
+            }),
+            Err(why) => json!({"protocol_version": version.to_string(), "would_promote": false, "error": why}),
+        })
+        .collect();
+    let out = json!({
+        "card_url": url, "signature": assessment.signature, "uncovered_fields": assessment.uncovered,
+        "subjects": subjects,
+    });
+    println!("{}", serde_json::to_string_pretty(&out).unwrap_or_default());
 }
 
 fn report_untrusted(args: &ProbeArgs, url: &str, problem: &str) {
@@ -306,11 +346,7 @@ fn report_untrusted(args: &ProbeArgs, url: &str, problem: &str) {
     }
 }
 
-fn print_report(
-    url: &str,
-    signature: &str,
-    reports: &[(ProtocolVersion, Result<probe::CycleOutput, String>)],
-) {
+fn print_report(url: &str, signature: &str, reports: &[(ProtocolVersion, Report)]) {
     println!("\ncardgate probe report for {url}");
     println!("card signature: {signature}");
     for (version, report) in reports {

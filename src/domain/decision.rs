@@ -9,7 +9,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use serde::Serialize;
 
 use super::capability::Capability;
-use super::gate::{DemotionClass, EffectiveGate, GateState, ProbeStart, SubjectState};
+use super::demotion::DemotionClass;
+use super::gate::{EffectiveGate, GateState, ProbeStart, SubjectState};
 use super::ids::{ProbeRunId, SnapshotId};
 use super::time;
 use super::version::ProtocolVersion;

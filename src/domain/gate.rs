@@ -12,8 +12,11 @@ use std::fmt;
 use serde::{Deserialize, Serialize};
 
 use super::capability::Capability;
-use super::ledger::EventBody;
+use super::demotion::DemotionClass;
+use super::ids::CalleeId;
+use super::ledger::{EventBody, EventRecord, NewEvent};
 use super::time::Timestamp;
+use super::version::ProtocolVersion;
 
 /// The one-way promotion ladder of a subject.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -48,31 +51,6 @@ impl EffectiveGate {
 impl fmt::Display for EffectiveGate {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.as_str())
-    }
-}
-
-/// The classes of demotion trigger (trust-model.md, "Demotion triggers").
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum DemotionClass {
-    /// A terminal transition without `status.timestamp`.
-    Timestamp,
-    /// `stateTransitionHistory` length not increasing across a state change.
-    History,
-    /// Push webhook registration failing after the retry budget.
-    Push,
-    /// More than one terminal transition, or a transition after a terminal one.
-    Terminal,
-}
-
-impl DemotionClass {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            DemotionClass::Timestamp => "timestamp",
-            DemotionClass::History => "history",
-            DemotionClass::Push => "push",
-            DemotionClass::Terminal => "terminal",
-        }
     }
 }
 
@@ -262,6 +240,62 @@ impl SubjectState {
             GateState::LifecycleTrusted => EffectiveGate::LifecycleTrusted,
             GateState::Demoted => EffectiveGate::Demoted,
         }
+    }
+}
+
+/// A subject (one callee, one protocol version): its folded state and where in the ledger it stands.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Subject {
+    pub callee_id: CalleeId,
+    pub protocol_version: ProtocolVersion,
+    pub state: SubjectState,
+    pub last_seq: i64,
+    pub last_hash: String,
+    pub last_change: SubjectChange,
+    pub created_at: Timestamp,
+}
+
+/// Where the subject's effective gate last changed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SubjectChange {
+    pub seq: i64,
+    pub at: Timestamp,
+}
+
+impl Subject {
+    pub fn gate(&self) -> EffectiveGate {
+        self.state.effective()
+    }
+}
+
+impl Subject {
+    /// The subject after `event`, sealed as `record` at the ledger's head: its state folded
+    /// forward (or started, for its first event), its place in the ledger, and where its
+    /// effective gate last changed. An error when the gate rules refuse the event; nothing
+    /// is then written.
+    pub fn after(
+        current: Option<&Subject>,
+        event: &NewEvent,
+        record: &EventRecord,
+    ) -> Result<Subject, GateError> {
+        let (seq, at) = (record.seq, record.recorded_at);
+        let state = match current {
+            None => SubjectState::start(&event.body, at, seq)?,
+            Some(subject) => subject.state.apply(&event.body, at, seq)?,
+        };
+        let last_change = match current {
+            Some(s) if s.gate() == state.effective() => s.last_change,
+            _ => SubjectChange { seq, at },
+        };
+        Ok(Subject {
+            callee_id: event.callee_id,
+            protocol_version: event.protocol_version,
+            state,
+            last_seq: seq,
+            last_hash: record.hash.clone(),
+            last_change,
+            created_at: current.map_or(at, |s| s.created_at),
+        })
     }
 }
 

@@ -73,3 +73,64 @@ pub fn probe_key(callee_id: CalleeId, version: ProtocolVersion) -> String {
 pub fn refresh_key(callee_id: CalleeId) -> String {
     format!("refresh:{callee_id}")
 }
+
+/// A refresh of `callee`'s card, due now.
+pub fn refresh_job(callee: CalleeId, reason: &str, now: Timestamp) -> Job {
+    Job::queued(JobKind::Refresh, callee, None, reason, now)
+}
+
+/// A probe of one subject, due now, that executes the queued run `run`.
+pub fn probe_job(
+    callee: CalleeId,
+    version: ProtocolVersion,
+    run: ProbeRunId,
+    reason: &str,
+    now: Timestamp,
+) -> Job {
+    Job {
+        probe_run_id: Some(run),
+        ..Job::queued(JobKind::Probe, callee, Some(version), reason, now)
+    }
+}
+
+impl Job {
+    /// A job of `kind`, queued and due at `now`, with the dedup key of its kind.
+    fn queued(
+        kind: JobKind,
+        callee_id: CalleeId,
+        protocol_version: Option<ProtocolVersion>,
+        reason: &str,
+        now: Timestamp,
+    ) -> Self {
+        let dedup_key = match (kind, protocol_version) {
+            (JobKind::Probe, Some(version)) => probe_key(callee_id, version),
+            _ => refresh_key(callee_id),
+        };
+        Job {
+            id: JobId::new(),
+            kind,
+            callee_id,
+            protocol_version,
+            reason: reason.to_string(),
+            dedup_key,
+            status: JobStatus::Queued,
+            attempts: 0,
+            run_after: now,
+            lease_owner: None,
+            lease_until: None,
+            last_error: None,
+            probe_run_id: None,
+            created_at: now,
+            updated_at: now,
+        }
+    }
+}
+
+/// Counts of the queue by status, and the oldest job that is due but not yet claimed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct QueueStats {
+    pub queued: i64,
+    pub running: i64,
+    pub failed: i64,
+    pub oldest_due: Option<Timestamp>,
+}

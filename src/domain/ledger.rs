@@ -10,7 +10,7 @@ use serde_json::Value;
 use sha2::{Digest, Sha256};
 
 use super::capability::Capability;
-use super::gate::DemotionClass;
+use super::demotion::DemotionClass;
 use super::ids::{CalleeId, ProbeRunId, ReportId, SnapshotId};
 use super::jcs;
 use super::time::{self, Timestamp};

@@ -6,6 +6,7 @@ pub mod callee;
 pub mod capability;
 pub mod card;
 pub mod decision;
+pub mod demotion;
 pub mod gate;
 pub mod ids;
 pub mod jcs;

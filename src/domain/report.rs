@@ -4,9 +4,14 @@
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use super::gate::DemotionClass;
+use super::demotion::DemotionClass;
+use super::gate::{GateState, SubjectState};
+use super::ids::{CalleeId, ReportId};
+use super::ledger::EventBody;
 use super::probe::TaskState;
 use super::probe::events::{Event, classify};
+use super::time::Timestamp;
+use super::version::ProtocolVersion;
 
 /// What a caller says it observed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -35,6 +40,17 @@ impl Trigger {
             Trigger::PushRegistrationFailed => "push-registration-failed",
             Trigger::DuplicateTerminal => "duplicate-terminal",
         }
+    }
+
+    pub fn parse(s: &str) -> Option<Self> {
+        [
+            Self::TerminalWithoutTimestamp,
+            Self::HistoryNotIncremented,
+            Self::PushRegistrationFailed,
+            Self::DuplicateTerminal,
+        ]
+        .into_iter()
+        .find(|t| t.as_str() == s)
     }
 }
 
@@ -229,6 +245,73 @@ fn push_failed(evidence: &Value) -> Result<String, String> {
     ))
 }
 
+/// A caller's report, as recorded.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Report {
+    pub id: ReportId,
+    pub callee_id: CalleeId,
+    pub protocol_version: ProtocolVersion,
+    pub trigger: Trigger,
+    pub class: DemotionClass,
+    pub evidence: Value,
+    /// What the evidence check established.
+    pub finding: String,
+    pub reporter: String,
+    pub outcome: ReportOutcome,
+    pub created_at: Timestamp,
+}
+
+/// What a checked report did to its subject.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReportOutcome {
+    /// The subject was demoted, or gained the report's class while demoted.
+    Demoted,
+    /// Recorded without a gate move (a `card-trusted` subject, or a class it already carries).
+    Recorded,
+}
+
+impl ReportOutcome {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Demoted => "demoted",
+            Self::Recorded => "recorded",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Self> {
+        [Self::Demoted, Self::Recorded]
+            .into_iter()
+            .find(|o| o.as_str() == s)
+    }
+}
+
+/// The report demotion policy: the events a checked `report` appends for a subject in
+/// `state`, and its outcome. Every report is recorded in the ledger; only a
+/// `lifecycle-trusted` subject is demoted, and a demoted one gains the class if it is new
+/// (trust-model.md, "Demotion triggers").
+pub fn consequences(report: &Report, state: &SubjectState) -> (Vec<EventBody>, ReportOutcome) {
+    let mut events = vec![EventBody::ReportReceived {
+        report_id: report.id,
+        trigger: report.trigger.as_str().to_string(),
+        reporter: report.reporter.clone(),
+    }];
+    let demotes = match state.gate {
+        GateState::LifecycleTrusted => true,
+        GateState::Demoted => !state.demotion_classes.contains(&report.class),
+        GateState::CardTrusted => false,
+    };
+    if !demotes {
+        return (events, ReportOutcome::Recorded);
+    }
+    events.push(EventBody::Demoted {
+        class: report.class,
+        probe_run_id: None,
+        report_id: Some(report.id),
+        reason: report.finding.clone(),
+    });
+    (events, ReportOutcome::Demoted)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -362,5 +445,91 @@ mod tests {
             let err = check(trigger, &evidence).unwrap_err();
             assert!(err.contains(expected), "{trigger:?} {evidence}: {err}");
         }
+    }
+
+    /// A subject in `gate`, demoted for `Timestamp` when `gate` is `Demoted`.
+    fn subject_in(gate: GateState) -> SubjectState {
+        let appeared = EventBody::VersionAppeared {
+            snapshot_id: crate::domain::ids::SnapshotId::new(),
+            advertised: Vec::new(),
+        };
+        let mut s = SubjectState::start(&appeared, Timestamp::default(), 1).unwrap();
+        s.gate = gate;
+        if gate == GateState::Demoted {
+            s.demotion_classes.insert(DemotionClass::Timestamp);
+        }
+        s
+    }
+
+    fn report_of(trigger: Trigger) -> Report {
+        Report {
+            id: ReportId::new(),
+            callee_id: CalleeId::new(),
+            protocol_version: ProtocolVersion::new(1, 0),
+            trigger,
+            class: trigger.class(),
+            evidence: Value::Null,
+            finding: "shown".into(),
+            reporter: "key:caller".into(),
+            outcome: ReportOutcome::Recorded,
+            created_at: Timestamp::default(),
+        }
+    }
+
+    #[test]
+    fn the_report_policy_demotes_only_what_it_may() {
+        use GateState::{CardTrusted, Demoted, LifecycleTrusted};
+        use Trigger::{DuplicateTerminal, TerminalWithoutTimestamp};
+        let cases = [
+            (
+                LifecycleTrusted,
+                TerminalWithoutTimestamp,
+                ReportOutcome::Demoted,
+            ),
+            (
+                CardTrusted,
+                TerminalWithoutTimestamp,
+                ReportOutcome::Recorded,
+            ),
+            // Already demoted for this class: recorded; for a new class: demoted again.
+            (Demoted, TerminalWithoutTimestamp, ReportOutcome::Recorded),
+            (Demoted, DuplicateTerminal, ReportOutcome::Demoted),
+        ];
+        for (gate, trigger, expected) in cases {
+            let report = report_of(trigger);
+            let (events, outcome) = consequences(&report, &subject_in(gate));
+            assert_eq!(outcome, expected, "{gate:?} {trigger:?}");
+            let kinds: Vec<_> = events.iter().map(EventBody::kind).collect();
+            match expected {
+                ReportOutcome::Recorded => assert_eq!(kinds, ["report-received"]),
+                ReportOutcome::Demoted => {
+                    assert_eq!(kinds, ["report-received", "demoted"]);
+                    let EventBody::Demoted {
+                        class, report_id, ..
+                    } = &events[1]
+                    else {
+                        unreachable!()
+                    };
+                    assert_eq!((*class, *report_id), (trigger.class(), Some(report.id)));
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn stored_names_read_back() {
+        for t in [
+            Trigger::TerminalWithoutTimestamp,
+            Trigger::HistoryNotIncremented,
+            Trigger::PushRegistrationFailed,
+            Trigger::DuplicateTerminal,
+        ] {
+            assert_eq!(Trigger::parse(t.as_str()), Some(t));
+            assert_eq!(DemotionClass::parse(t.class().as_str()), Some(t.class()));
+        }
+        for o in [ReportOutcome::Demoted, ReportOutcome::Recorded] {
+            assert_eq!(ReportOutcome::parse(o.as_str()), Some(o));
+        }
+        assert_eq!(Trigger::parse("demoted"), None);
     }
 }

@@ -13,9 +13,25 @@ pub fn to_stored_precision(t: Timestamp) -> Timestamp {
     t.trunc_subsecs(6)
 }
 
-/// The wall clock at stored precision. Domain code never calls this; services pass `now` in.
+/// The wall clock at stored precision. Domain code never calls this; services read their
+/// [`Clock`] and pass `now` in.
 pub fn now() -> Timestamp {
     to_stored_precision(Utc::now())
+}
+
+/// Where "now" comes from. Services read it through this, so tests can hold time still.
+pub trait Clock: Send + Sync + 'static {
+    fn now(&self) -> Timestamp;
+}
+
+/// The wall clock.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct SystemClock;
+
+impl Clock for SystemClock {
+    fn now(&self) -> Timestamp {
+        now()
+    }
 }
 
 /// The one text form used in hashes and JSON: RFC 3339, UTC, microseconds, `Z`.

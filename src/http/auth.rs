@@ -19,7 +19,7 @@ use subtle::ConstantTimeEq;
 
 use super::error::ApiError;
 use crate::domain::apikey::{self, Role};
-use crate::storage::Store;
+use crate::service::{Services, keys};
 
 /// The scheme name used in the OpenAPI document.
 pub const BEARER: &str = "bearer";
@@ -218,7 +218,7 @@ pub struct Guard {
     pub table: AccessTable,
     pub settings: AuthSettings,
     pub limiter: RateLimiter,
-    pub store: Store,
+    pub services: Services,
 }
 
 /// The middleware (a route layer, so the matched path template is known).
@@ -248,38 +248,15 @@ pub async fn authorize(
             req.method()
         ))
     })?;
-    let client = req
-        .extensions()
-        .get::<ConnectInfo<SocketAddr>>()
-        .map(|c| c.0.ip());
-    let anonymous = |kind: &str, spend: bool| {
-        let Some(ip) = client else { return Ok(()) };
-        let key = format!("{kind}:{ip}");
-        let (rate, burst) = (
-            guard.settings.anonymous_per_sec,
-            guard.settings.anonymous_burst,
-        );
-        let result = if spend {
-            guard.limiter.take(&key, rate, burst)
-        } else {
-            guard.limiter.check(&key, rate, burst)
-        };
-        result.map_err(|retry_after_secs| ApiError::TooManyRequests { retry_after_secs })
+    let client = Anonymous {
+        guard: &guard,
+        ip: req
+            .extensions()
+            .get::<ConnectInfo<SocketAddr>>()
+            .map(|c| c.0.ip()),
     };
     let Access::Role(required) = access else {
-        if path.starts_with(READINESS) {
-            anonymous("open", true)?;
-        } else if path.starts_with(WEBHOOK) {
-            // Like keys: deliveries with a live token never spend the address's budget (many
-            // agents may share one egress address); refused ones do, checked before the lookup.
-            anonymous("failed-auth", false)?;
-            let response = next.run(req).await;
-            if response.status() == axum::http::StatusCode::NOT_FOUND {
-                let _ = anonymous("failed-auth", true);
-            }
-            return Ok(response);
-        }
-        return Ok(next.run(req).await);
+        return open_route(&client, &path, req, next).await;
     };
     let bearer = req
         .headers()
@@ -287,11 +264,11 @@ pub async fn authorize(
         .and_then(|v| v.to_str().ok())
         .map(str::to_string);
     // An address that keeps presenting bad keys is refused before its keys are looked up.
-    let before_lookup = || anonymous("failed-auth", false);
+    let before_lookup = || client.check(FAILED_AUTH);
     let caller = match authenticate(&guard, bearer.as_deref(), before_lookup).await {
         Ok(caller) => caller,
         Err(e) => {
-            let _ = anonymous("failed-auth", true);
+            let _ = client.spend(FAILED_AUTH);
             return Err(e);
         }
     };
@@ -310,6 +287,66 @@ pub async fn authorize(
         )
         .map_err(|retry_after_secs| ApiError::TooManyRequests { retry_after_secs })?;
     req.extensions_mut().insert(caller);
+    Ok(next.run(req).await)
+}
+
+/// The per-address budget of traffic without a key: failed authentications, and the open
+/// routes that reach the database.
+const FAILED_AUTH: &str = "failed-auth";
+const OPEN: &str = "open";
+
+/// One client address's anonymous budgets. Without a peer address (in-process calls) there
+/// is nothing to limit.
+struct Anonymous<'a> {
+    guard: &'a Guard,
+    ip: Option<std::net::IpAddr>,
+}
+
+impl Anonymous<'_> {
+    /// Spends one request of the `kind` budget; `TooManyRequests` when it is spent.
+    fn spend(&self, kind: &str) -> Result<(), ApiError> {
+        self.limit(kind, true)
+    }
+
+    /// Refuses when the `kind` budget is spent, without spending it.
+    fn check(&self, kind: &str) -> Result<(), ApiError> {
+        self.limit(kind, false)
+    }
+
+    fn limit(&self, kind: &str, spend: bool) -> Result<(), ApiError> {
+        let Some(ip) = self.ip else { return Ok(()) };
+        let key = format!("{kind}:{ip}");
+        let settings = &self.guard.settings;
+        let (rate, burst) = (settings.anonymous_per_sec, settings.anonymous_burst);
+        let result = if spend {
+            self.guard.limiter.take(&key, rate, burst)
+        } else {
+            self.guard.limiter.check(&key, rate, burst)
+        };
+        result.map_err(|retry_after_secs| ApiError::TooManyRequests { retry_after_secs })
+    }
+}
+
+/// A route without a key: readiness spends the address's open budget; a webhook delivery
+/// spends its failed-auth budget only when refused.
+async fn open_route(
+    client: &Anonymous<'_>,
+    path: &str,
+    req: Request,
+    next: Next,
+) -> Result<Response, ApiError> {
+    if path.starts_with(READINESS) {
+        client.spend(OPEN)?;
+    } else if path.starts_with(WEBHOOK) {
+        // Like keys: deliveries with a live token never spend the address's budget (many
+        // agents may share one egress address); refused ones do, checked before the lookup.
+        client.check(FAILED_AUTH)?;
+        let response = next.run(req).await;
+        if response.status() == axum::http::StatusCode::NOT_FOUND {
+            let _ = client.spend(FAILED_AUTH);
+        }
+        return Ok(response);
+    }
     Ok(next.run(req).await)
 }
 
@@ -340,9 +377,7 @@ async fn authenticate(
         }
     }
     before_lookup()?;
-    let key = guard
-        .store
-        .live_key_by_hash(&presented)
+    let key = keys::live_by_hash(&guard.services.store, &presented)
         .await?
         .ok_or_else(|| {
             ApiError::Unauthorized("the API key is not valid (unknown or revoked)".into())

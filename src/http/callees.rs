@@ -8,17 +8,17 @@ use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
 use uuid::Uuid;
 
+use super::ApiState;
 use super::auth::Caller;
 use super::cards::SnapshotSummary;
 use super::error::{ApiError, ErrorBody};
-use super::extract::{self, Json, Path, Query};
+use super::extract::{self, Json, Path, Query, page_size};
 use super::ledger::EventView;
 use super::views::GateStateView;
-use crate::app::AppState;
+use crate::domain::gate::Subject;
 use crate::domain::ids::CalleeId;
 use crate::domain::probe::{ProbeRun, ProbeScript};
 use crate::service::callees::{self, CalleeDetail, RefreshOutcome, Registration, Revalidate};
-use crate::storage::Subject;
 
 /// Register a callee by its card URL.
 #[derive(Debug, Deserialize, ToSchema)]
@@ -271,20 +271,6 @@ pub struct PageQuery {
     pub after: Option<Uuid>,
 }
 
-pub const DEFAULT_PAGE: u32 = 50;
-pub const MAX_PAGE: u32 = 200;
-
-/// Validates a requested page size.
-pub fn page_size(limit: Option<u32>) -> Result<u32, ApiError> {
-    match limit.unwrap_or(DEFAULT_PAGE) {
-        n @ 1..=MAX_PAGE => Ok(n),
-        n => Err(ApiError::bad_request(
-            "invalid_query",
-            format!("limit must be between 1 and {MAX_PAGE}, got {n}"),
-        )),
-    }
-}
-
 impl SubjectView {
     fn new(s: &Subject, last_probe: Option<&ProbeRun>) -> Self {
         Self {
@@ -347,7 +333,7 @@ impl From<CalleeDetail> for CalleeView {
         (status = 422, description = "The card cannot be fetched, parsed or verified", body = ErrorBody),
     ))]
 pub async fn create_callee(
-    State(app): State<AppState>,
+    State(app): State<ApiState>,
     Extension(caller): Extension<Caller>,
     Json(body): Json<CreateCallee>,
 ) -> Result<(StatusCode, Json<CalleeView>), ApiError> {
@@ -357,7 +343,7 @@ pub async fn create_callee(
         trusted_keys: body.trusted_keys.map(Jwks::into_value).transpose()?,
         probe: body.probe.map(Into::into),
     };
-    let detail = callees::register(&app, registration, &caller.actor()).await?;
+    let detail = callees::register(&app.services, registration, &caller.actor()).await?;
     Ok((StatusCode::CREATED, Json(detail.into())))
 }
 
@@ -371,11 +357,11 @@ pub async fn create_callee(
         (status = 400, description = "Bad paging parameters", body = ErrorBody),
     ))]
 pub async fn list_callees(
-    State(app): State<AppState>,
+    State(app): State<ApiState>,
     Query(q): Query<PageQuery>,
 ) -> Result<Json<CalleePage>, ApiError> {
     let limit = page_size(q.limit)?;
-    let page = callees::list(&app.store, q.after.map(CalleeId), limit).await?;
+    let page = callees::list(&app.services.store, q.after.map(CalleeId), limit).await?;
     let next_after = (page.len() == limit as usize)
         .then(|| page.last().map(|d| d.callee.id.0))
         .flatten();
@@ -397,10 +383,14 @@ pub async fn list_callees(
         (status = 404, description = "No such callee", body = ErrorBody),
     ))]
 pub async fn get_callee(
-    State(app): State<AppState>,
+    State(app): State<ApiState>,
     Path(id): Path<Uuid>,
 ) -> Result<Json<CalleeView>, ApiError> {
-    Ok(Json(callees::get(&app.store, CalleeId(id)).await?.into()))
+    Ok(Json(
+        callees::get(&app.services.store, CalleeId(id))
+            .await?
+            .into(),
+    ))
 }
 
 /// Fetch the callee's card again now and record what changed.
@@ -420,12 +410,12 @@ pub async fn get_callee(
         (status = 404, description = "No such callee", body = ErrorBody),
     ))]
 pub async fn refresh_callee(
-    State(app): State<AppState>,
+    State(app): State<ApiState>,
     Extension(caller): Extension<Caller>,
     Path(id): Path<Uuid>,
 ) -> Result<Json<RefreshView>, ApiError> {
     let outcome = callees::refresh(
-        &app,
+        &app.services,
         CalleeId(id),
         Revalidate::IfChanged,
         &caller.actor(),
@@ -458,13 +448,13 @@ impl From<RefreshOutcome> for RefreshView {
         (status = 404, description = "No such callee", body = ErrorBody),
     ))]
 pub async fn put_trusted_keys(
-    State(app): State<AppState>,
+    State(app): State<ApiState>,
     Extension(caller): Extension<Caller>,
     Path(id): Path<Uuid>,
     Json(body): Json<TrustedKeys>,
 ) -> Result<Json<RefreshView>, ApiError> {
     let outcome = callees::set_trusted_keys(
-        &app,
+        &app.services,
         CalleeId(id),
         body.trusted_keys.map(Jwks::into_value).transpose()?,
         &caller.actor(),

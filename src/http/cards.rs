@@ -8,15 +8,14 @@ use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
 use uuid::Uuid;
 
-use super::callees::page_size;
+use super::ApiState;
 use super::error::{ApiError, ErrorBody};
+use super::extract::page_size;
 use super::extract::{Json, Path, Query};
-use crate::app::AppState;
 use crate::domain::card::signature::{KeySource, SignatureVerdict};
 use crate::domain::card::{CardSnapshot, NormalizedCard, origin_text, same_origin};
 use crate::domain::ids::{CalleeId, SnapshotId};
-use crate::service::callees::not_found;
-use crate::storage::StoreError;
+use crate::service::callees;
 
 /// How one snapshot was judged.
 #[derive(Debug, Serialize, ToSchema)]
@@ -257,20 +256,19 @@ pub fn card_origin(url: &str) -> String {
         (status = 404, description = "No such callee", body = ErrorBody),
     ))]
 pub async fn list_cards(
-    State(app): State<AppState>,
+    State(app): State<ApiState>,
     Path(id): Path<Uuid>,
     Query(q): Query<SnapshotQuery>,
 ) -> Result<Json<SnapshotPage>, ApiError> {
     let callee_id = CalleeId(id);
     let limit = page_size(q.limit)?;
-    app.store
-        .callee(callee_id)
-        .await
-        .map_err(|e| not_found(e, callee_id))?;
-    let snapshots = app
-        .store
-        .snapshots(callee_id, q.before.map(SnapshotId), limit)
-        .await?;
+    let snapshots = callees::snapshots(
+        &app.services.store,
+        callee_id,
+        q.before.map(SnapshotId),
+        limit,
+    )
+    .await?;
     let next_before = (snapshots.len() == limit as usize)
         .then(|| snapshots.last().map(|s| s.id.0))
         .flatten();
@@ -292,19 +290,11 @@ pub async fn list_cards(
         (status = 404, description = "No such callee or snapshot", body = ErrorBody),
     ))]
 pub async fn get_card(
-    State(app): State<AppState>,
+    State(app): State<ApiState>,
     Path((id, snapshot_id)): Path<(Uuid, Uuid)>,
 ) -> Result<Json<SnapshotView>, ApiError> {
-    let snapshot = app
-        .store
-        .snapshot(CalleeId(id), SnapshotId(snapshot_id))
-        .await
-        .map_err(|e| match e {
-            StoreError::NotFound => {
-                ApiError::NotFound(format!("callee {id} has no snapshot {snapshot_id}"))
-            }
-            other => other.into(),
-        })?;
+    let snapshot =
+        callees::snapshot(&app.services.store, CalleeId(id), SnapshotId(snapshot_id)).await?;
     Ok(Json(SnapshotView {
         summary: (&snapshot).into(),
         etag: snapshot.etag.clone(),

@@ -12,7 +12,6 @@ use serde::Serialize;
 use utoipa::ToSchema;
 
 use crate::service::ServiceError;
-use crate::storage::StoreError;
 
 /// The error envelope.
 #[derive(Debug, Serialize, ToSchema)]
@@ -151,34 +150,19 @@ impl IntoResponse for ApiError {
     }
 }
 
-impl From<StoreError> for ApiError {
-    fn from(err: StoreError) -> Self {
-        match err {
-            StoreError::NotFound => Self::NotFound("not found".into()),
-            StoreError::Conflict(what) => {
-                // The detail names database internals (a constraint): for the log only.
-                tracing::debug!(conflict = %what, "a write conflicted with existing data");
-                Self::Conflict("the request conflicts with existing data".into())
-            }
-            StoreError::Refused(gate) => Self::Conflict(gate.to_string()),
-            StoreError::Unavailable(cause) => {
-                tracing::warn!(error = ?cause, "the database is unavailable");
-                Self::Unavailable("the database is unavailable; retry shortly".into())
-            }
-            other => Self::Internal(other.into()),
-        }
-    }
-}
-
 impl From<ServiceError> for ApiError {
     fn from(err: ServiceError) -> Self {
         match err {
-            ServiceError::NotFound(m) => Self::NotFound(m),
+            ServiceError::NotFound(what) => Self::NotFound(what.to_string()),
             ServiceError::Conflict(m) => Self::Conflict(m),
             ServiceError::Invalid(m) => Self::invalid(m),
             ServiceError::Unusable(m) => Self::Unprocessable(m),
             ServiceError::TooLarge(m) => Self::PayloadTooLarge(m),
-            ServiceError::Store(e) => e.into(),
+            ServiceError::Unavailable(cause) => {
+                tracing::warn!(error = ?cause, "the database is unavailable");
+                Self::Unavailable("the database is unavailable; retry shortly".into())
+            }
+            ServiceError::Internal(cause) => Self::Internal(cause),
         }
     }
 }

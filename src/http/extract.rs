@@ -190,3 +190,17 @@ fn json_kind(value: &serde_json::Value) -> &'static str {
         serde_json::Value::Object(_) => "an object",
     }
 }
+
+pub const DEFAULT_PAGE: u32 = 50;
+pub const MAX_PAGE: u32 = 200;
+
+/// Validates a requested page size.
+pub fn page_size(limit: Option<u32>) -> Result<u32, ApiError> {
+    match limit.unwrap_or(DEFAULT_PAGE) {
+        n @ 1..=MAX_PAGE => Ok(n),
+        n => Err(ApiError::bad_request(
+            "invalid_query",
+            format!("limit must be between 1 and {MAX_PAGE}, got {n}"),
+        )),
+    }
+}

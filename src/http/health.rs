@@ -4,9 +4,10 @@ use axum::extract::State;
 use serde::Serialize;
 use utoipa::ToSchema;
 
+use super::ApiState;
 use super::error::{ApiError, ErrorBody};
 use super::extract::Json;
-use crate::app::AppState;
+use crate::service;
 
 #[derive(Debug, Serialize, ToSchema)]
 pub struct Health {
@@ -43,8 +44,8 @@ pub async fn healthz() -> Json<Health> {
         (status = 200, description = "Ready", body = Readiness),
         (status = 503, description = "The database does not answer", body = ErrorBody),
     ))]
-pub async fn readyz(State(app): State<AppState>) -> Result<Json<Readiness>, ApiError> {
-    let status = match app.store.ping().await {
+pub async fn readyz(State(app): State<ApiState>) -> Result<Json<Readiness>, ApiError> {
+    let status = match service::status::ping(&app.services.store).await {
         Ok(()) => super::status::status(&app).await,
         Err(err) => Err(err.into()),
     };

@@ -5,9 +5,9 @@ use axum::body::Bytes;
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 
+use super::ApiState;
 use super::error::{ApiError, ErrorBody};
 use super::extract::Path;
-use crate::app::AppState;
 use crate::domain::probe::PushReceipt;
 use crate::service::probe;
 
@@ -23,7 +23,7 @@ use crate::service::probe;
         (status = 429, description = "This probe run's webhook has taken all the deliveries it accepts", body = ErrorBody),
     ))]
 pub async fn receive_push(
-    State(app): State<AppState>,
+    State(app): State<ApiState>,
     Path(token): Path<String>,
     headers: HeaderMap,
     body: Bytes,
@@ -34,12 +34,12 @@ pub async fn receive_push(
     }
     let kept = probe::delivery_headers(&headers);
     match probe::receive_push(
-        &app.store,
-        &app.probe,
+        &app.services.store,
+        &app.services.probe,
         &token,
         kept,
         body.to_vec(),
-        app.now(),
+        app.services.now(),
     )
     .await?
     {
@@ -47,7 +47,7 @@ pub async fn receive_push(
         PushReceipt::NoRunningProbe => Err(unknown()),
         // Not worth a retry: the run's record is complete as far as cardgate is concerned.
         PushReceipt::CapReached => Err(ApiError::TooManyRequests {
-            retry_after_secs: app.probe.deadline.as_secs(),
+            retry_after_secs: app.services.probe.deadline.as_secs(),
         }),
     }
 }

@@ -8,10 +8,10 @@ use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 use uuid::Uuid;
 
+use super::ApiState;
 use super::auth::Caller;
 use super::error::{ApiError, ErrorBody};
 use super::extract::{Json, Path};
-use crate::app::AppState;
 use crate::domain::apikey::{ApiKey, Role};
 use crate::domain::ids::ApiKeyId;
 use crate::service::keys;
@@ -110,16 +110,16 @@ impl From<ApiKey> for KeyView {
         (status = 403, description = "Not an admin key", body = ErrorBody),
     ))]
 pub async fn create_key(
-    State(app): State<AppState>,
+    State(app): State<ApiState>,
     Extension(caller): Extension<Caller>,
     Json(body): Json<CreateKey>,
 ) -> Result<(StatusCode, Json<CreatedKey>), ApiError> {
     let (key, secret) = keys::create(
-        &app.store,
+        &app.services.store,
         &body.name,
         body.role.into(),
         &caller.actor(),
-        app.now(),
+        app.services.now(),
     )
     .await?;
     Ok((
@@ -139,8 +139,8 @@ pub async fn create_key(
         (status = 401, description = "No valid key", body = ErrorBody),
         (status = 403, description = "Not an admin key", body = ErrorBody),
     ))]
-pub async fn list_keys(State(app): State<AppState>) -> Result<Json<KeyList>, ApiError> {
-    let keys = app.store.keys().await?;
+pub async fn list_keys(State(app): State<ApiState>) -> Result<Json<KeyList>, ApiError> {
+    let keys = keys::list(&app.services.store).await?;
     Ok(Json(KeyList {
         items: keys.into_iter().map(Into::into).collect(),
     }))
@@ -158,10 +158,16 @@ pub async fn list_keys(State(app): State<AppState>) -> Result<Json<KeyList>, Api
         (status = 404, description = "No such key", body = ErrorBody),
     ))]
 pub async fn revoke_key(
-    State(app): State<AppState>,
+    State(app): State<ApiState>,
     Extension(caller): Extension<Caller>,
     Path(id): Path<Uuid>,
 ) -> Result<StatusCode, ApiError> {
-    keys::revoke(&app.store, ApiKeyId(id), &caller.actor(), app.now()).await?;
+    keys::revoke(
+        &app.services.store,
+        ApiKeyId(id),
+        &caller.actor(),
+        app.services.now(),
+    )
+    .await?;
     Ok(StatusCode::NO_CONTENT)
 }

@@ -6,10 +6,10 @@ use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
 use uuid::Uuid;
 
-use super::callees::page_size;
+use super::ApiState;
 use super::error::{ApiError, ErrorBody};
+use super::extract::page_size;
 use super::extract::{Json, Query};
-use crate::app::AppState;
 use crate::domain::ids::CalleeId;
 use crate::domain::ledger::EventRecord;
 use crate::service::ledger::{self, VerifyReport};
@@ -113,7 +113,7 @@ impl From<VerifyReport> for VerifyView {
         (status = 400, description = "Bad parameters", body = ErrorBody),
     ))]
 pub async fn list_ledger(
-    State(app): State<AppState>,
+    State(app): State<ApiState>,
     Query(q): Query<LedgerQuery>,
 ) -> Result<Json<LedgerPage>, ApiError> {
     let limit = page_size(q.limit)?;
@@ -124,10 +124,7 @@ pub async fn list_ledger(
             "after must not be negative",
         ));
     }
-    let events = app
-        .store
-        .ledger(q.callee_id.map(CalleeId), after, limit)
-        .await?;
+    let events = ledger::page(&app.services.store, q.callee_id.map(CalleeId), after, limit).await?;
     let next_after = (events.len() == limit as usize)
         .then(|| events.last().map(|e| e.seq))
         .flatten();
@@ -143,6 +140,6 @@ pub async fn list_ledger(
     responses(
         (status = 401, description = "No valid API key", body = ErrorBody),
         (status = 403, description = "The key's role is not enough", body = ErrorBody),(status = 200, description = "The verification report", body = VerifyView)))]
-pub async fn verify_ledger(State(app): State<AppState>) -> Result<Json<VerifyView>, ApiError> {
-    Ok(Json(ledger::verify(&app.store).await?.into()))
+pub async fn verify_ledger(State(app): State<ApiState>) -> Result<Json<VerifyView>, ApiError> {
+    Ok(Json(ledger::verify(&app.services.store).await?.into()))
 }

@@ -3,6 +3,7 @@
 //! Routes are registered only through utoipa's `OpenApiRouter`, so a route cannot exist
 //! without its OpenAPI operation or the other way round.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use axum::Router;
@@ -18,7 +19,8 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 use utoipa_swagger_ui::SwaggerUi;
 
-use crate::app::AppState;
+use crate::runtime::schedule::{ScheduleSettings, Ticks};
+use crate::service::Services;
 
 pub mod auth;
 pub mod callees;
@@ -36,6 +38,19 @@ pub mod trust;
 pub mod views;
 
 use error::ApiError;
+
+/// What handlers share: the use cases, and this process's runtime for `/v1/status`. Cheap to
+/// clone.
+#[derive(Clone)]
+pub struct ApiState {
+    pub services: Services,
+    /// The cron expressions, reported by `/v1/status`.
+    pub schedule: Arc<ScheduleSettings>,
+    /// The scheduler's last ticks in this process.
+    pub ticks: Arc<Ticks>,
+    /// This process's name in job leases.
+    pub instance: String,
+}
 
 #[derive(OpenApi)]
 #[openapi(
@@ -160,7 +175,7 @@ impl utoipa::Modify for CommonResponses {
 }
 
 /// Every documented route, with its OpenAPI operation.
-fn api() -> OpenApiRouter<AppState> {
+fn api() -> OpenApiRouter<ApiState> {
     OpenApiRouter::with_openapi(ApiDoc::openapi())
         .routes(routes!(callees::create_callee, callees::list_callees))
         .routes(routes!(callees::get_callee))
@@ -190,7 +205,7 @@ pub fn openapi() -> utoipa::openapi::OpenApi {
 
 /// The routes and their finished document. Conventions that span every operation are applied
 /// here, after the routes have added their paths.
-fn documented() -> (Router<AppState>, utoipa::openapi::OpenApi) {
+fn documented() -> (Router<ApiState>, utoipa::openapi::OpenApi) {
     use utoipa::Modify;
     let (router, mut doc) = api().split_for_parts();
     CommonResponses.modify(&mut doc);
@@ -215,16 +230,16 @@ impl Default for HttpLimits {
 
 /// The whole HTTP application.
 pub fn router(
-    state: AppState,
+    state: ApiState,
     limits: &HttpLimits,
     auth: &auth::AuthSettings,
 ) -> anyhow::Result<Router> {
     let (api, spec) = documented();
-    let guard = std::sync::Arc::new(auth::Guard {
+    let guard = Arc::new(auth::Guard {
         table: auth::AccessTable::from_openapi(&spec).map_err(|e| anyhow::anyhow!(e))?,
         settings: auth.clone(),
         limiter: auth::RateLimiter::default(),
-        store: state.store.clone(),
+        services: state.services.clone(),
     });
     // A route layer runs after routing, so it sees the matched path template.
     let api = api.route_layer(axum::middleware::from_fn_with_state(guard, auth::authorize));

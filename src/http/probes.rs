@@ -10,17 +10,17 @@ use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
 use uuid::Uuid;
 
+use super::ApiState;
 use super::auth::Caller;
-use super::callees::page_size;
 use super::error::{ApiError, ErrorBody};
+use super::extract::page_size;
 use super::extract::{Json, Path, Query};
 use super::ledger::EventView;
-use crate::app::AppState;
 use crate::domain::decision::CapabilityOutcome;
 use crate::domain::ids::{CalleeId, ProbeRunId};
 use crate::domain::probe::{Finding, ProbeRun, Transition};
 use crate::domain::version::ProtocolVersion;
-use crate::service::probe;
+use crate::service::{ledger, probe};
 
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
@@ -226,7 +226,7 @@ impl From<&CapabilityOutcome> for CapabilityView {
         (status = 409, description = "A probe of this subject is queued or running (named), or its card is untrusted", body = ErrorBody),
     ))]
 pub async fn create_probe(
-    State(app): State<AppState>,
+    State(app): State<ApiState>,
     Extension(caller): Extension<Caller>,
     Path(id): Path<Uuid>,
     Json(body): Json<ProbeRequest>,
@@ -239,15 +239,15 @@ pub async fn create_probe(
         })
         .transpose()?;
     let run = probe::request(
-        &app.store,
+        &app.services.store,
         CalleeId(id),
         version,
         "operator",
         &caller.actor(),
-        app.now(),
+        app.services.now(),
     )
     .await?;
-    app.wake.notify_one();
+    app.services.wake.notify_one();
     Ok((StatusCode::ACCEPTED, Json((&run).into())))
 }
 
@@ -263,20 +263,19 @@ pub async fn create_probe(
         (status = 404, description = "No such callee", body = ErrorBody),
     ))]
 pub async fn list_probes(
-    State(app): State<AppState>,
+    State(app): State<ApiState>,
     Path(id): Path<Uuid>,
     Query(q): Query<ProbeQuery>,
 ) -> Result<Json<ProbeRunPage>, ApiError> {
     let callee_id = CalleeId(id);
     let limit = page_size(q.limit)?;
-    app.store
-        .callee(callee_id)
-        .await
-        .map_err(|e| crate::service::callees::not_found(e, callee_id))?;
-    let runs = app
-        .store
-        .probe_runs(callee_id, q.before.map(ProbeRunId), limit)
-        .await?;
+    let runs = probe::page(
+        &app.services.store,
+        callee_id,
+        q.before.map(ProbeRunId),
+        limit,
+    )
+    .await?;
     let next_before = (runs.len() == limit as usize)
         .then(|| runs.last().map(|r| r.id.0))
         .flatten();
@@ -299,20 +298,16 @@ pub async fn list_probes(
         (status = 404, description = "No such probe run", body = ErrorBody),
     ))]
 pub async fn get_probe(
-    State(app): State<AppState>,
+    State(app): State<ApiState>,
     Path(id): Path<Uuid>,
 ) -> Result<Json<ProbeRunView>, ApiError> {
-    let run = probe::get(&app.store, ProbeRunId(id)).await?;
-    let mut ledger_events = Vec::new();
-    for seq in &run.ledger_seqs {
-        ledger_events.extend(
-            app.store
-                .ledger(Some(run.callee_id), seq - 1, 1)
-                .await?
-                .into_iter()
-                .map(EventView::from),
-        );
-    }
+    let run = probe::get(&app.services.store, ProbeRunId(id)).await?;
+    let ledger_events: Vec<EventView> =
+        ledger::events_at(&app.services.store, run.callee_id, &run.ledger_seqs)
+            .await?
+            .into_iter()
+            .map(EventView::from)
+            .collect();
     let judgement = run.judgement.as_ref();
     Ok(Json(ProbeRunView {
         summary: (&run).into(),

@@ -8,16 +8,16 @@ use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
 use uuid::Uuid;
 
+use super::ApiState;
 use super::auth::Caller;
-use super::callees::page_size;
 use super::error::{ApiError, ErrorBody};
+use super::extract::page_size;
 use super::extract::{Json, Path, Query};
-use crate::app::AppState;
 use crate::domain::ids::{CalleeId, ReportId};
+use crate::domain::report::Report;
 use crate::domain::report::Trigger;
 use crate::domain::version::ProtocolVersion;
 use crate::service::reports;
-use crate::storage::Report;
 
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
@@ -93,12 +93,12 @@ impl From<Report> for ReportView {
             id: r.id.0,
             callee_id: r.callee_id.0,
             protocol_version: r.protocol_version.to_string(),
-            trigger: r.trigger,
-            class: r.class,
+            trigger: r.trigger.as_str().to_string(),
+            class: r.class.as_str().to_string(),
             evidence: r.evidence,
             finding: r.finding,
             reporter: r.reporter,
-            outcome: r.outcome,
+            outcome: r.outcome.as_str().to_string(),
             created_at: r.created_at,
         }
     }
@@ -138,7 +138,7 @@ pub struct ReportQuery {
         (status = 404, description = "No such callee or subject", body = ErrorBody),
     ))]
 pub async fn create_report(
-    State(app): State<AppState>,
+    State(app): State<ApiState>,
     Extension(caller): Extension<Caller>,
     Path(id): Path<Uuid>,
     Json(body): Json<CreateReport>,
@@ -148,13 +148,13 @@ pub async fn create_report(
     let evidence =
         serde_json::to_value(&body.evidence).map_err(|e| ApiError::Internal(e.into()))?;
     let report = reports::submit(
-        &app.store,
+        &app.services.store,
         CalleeId(id),
         version,
         body.trigger.into(),
         evidence,
         &caller.actor(),
-        app.now(),
+        app.services.now(),
     )
     .await?;
     Ok((StatusCode::CREATED, Json(report.into())))
@@ -172,20 +172,19 @@ pub async fn create_report(
         (status = 404, description = "No such callee", body = ErrorBody),
     ))]
 pub async fn list_reports(
-    State(app): State<AppState>,
+    State(app): State<ApiState>,
     Path(id): Path<Uuid>,
     Query(q): Query<ReportQuery>,
 ) -> Result<Json<ReportPage>, ApiError> {
     let callee_id = CalleeId(id);
     let limit = page_size(q.limit)?;
-    app.store
-        .callee(callee_id)
-        .await
-        .map_err(|e| crate::service::callees::not_found(e, callee_id))?;
-    let reports = app
-        .store
-        .reports(callee_id, q.before.map(ReportId), limit)
-        .await?;
+    let reports = reports::page(
+        &app.services.store,
+        callee_id,
+        q.before.map(ReportId),
+        limit,
+    )
+    .await?;
     let next_before = (reports.len() == limit as usize)
         .then(|| reports.last().map(|r| r.id.0))
         .flatten();

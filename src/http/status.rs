@@ -6,12 +6,13 @@ use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
 use uuid::Uuid;
 
-use super::callees::page_size;
+use super::ApiState;
 use super::error::{ApiError, ErrorBody};
+use super::extract::page_size;
 use super::extract::{Json, Query};
-use crate::app::AppState;
 use crate::domain::job::{Job, JobStatus};
-use crate::service::schedule::Tick;
+use crate::runtime::schedule::Tick;
+use crate::service;
 
 #[derive(Debug, Serialize, ToSchema)]
 pub struct JobView {
@@ -148,12 +149,12 @@ fn sweep(schedule: &str, tick: Option<Tick>) -> SweepView {
         (status = 400, description = "Bad parameters", body = ErrorBody),
     ))]
 pub async fn list_jobs(
-    State(app): State<AppState>,
+    State(app): State<ApiState>,
     Query(q): Query<JobQuery>,
 ) -> Result<Json<JobPage>, ApiError> {
     let limit = page_size(q.limit)?;
     let status = q.status.map(JobStatus::from);
-    let jobs = app.store.jobs(status, limit).await?;
+    let jobs = service::status::jobs(&app.services.store, status, limit).await?;
     Ok(Json(JobPage {
         items: jobs.into_iter().map(Into::into).collect(),
     }))
@@ -165,16 +166,16 @@ pub async fn list_jobs(
     responses(
         (status = 401, description = "No valid API key", body = ErrorBody),
         (status = 403, description = "The key's role is not enough", body = ErrorBody),(status = 200, description = "Status", body = StatusView)))]
-pub async fn get_status(State(app): State<AppState>) -> Result<Json<StatusView>, ApiError> {
+pub async fn get_status(State(app): State<ApiState>) -> Result<Json<StatusView>, ApiError> {
     Ok(Json(status(&app).await?))
 }
 
-pub async fn status(app: &AppState) -> Result<StatusView, ApiError> {
-    let now = app.now();
-    let stats = app.store.queue_stats(now).await?;
+pub async fn status(app: &ApiState) -> Result<StatusView, ApiError> {
+    let now = app.services.now();
+    let stats = service::status::queue(&app.services.store, now).await?;
     Ok(StatusView {
         instance: app.instance.clone(),
-        database: app.store.backend().to_string(),
+        database: service::status::backend(&app.services.store).to_string(),
         scheduler: SchedulerView {
             refresh: sweep(&app.schedule.refresh, app.ticks.last_refresh()),
             reprobe: sweep(&app.schedule.reprobe, app.ticks.last_reprobe()),

@@ -7,10 +7,10 @@ use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
 use uuid::Uuid;
 
+use super::ApiState;
 use super::error::{ApiError, ErrorBody};
 use super::extract::{Json, Query};
 use super::views::GateStateView;
-use crate::app::AppState;
 use crate::domain::capability::Capability;
 use crate::domain::decision::{ConditionStatus, Decision, Dedup, Posture};
 use crate::domain::ids::CalleeId;
@@ -180,10 +180,10 @@ fn view(callee_id: CalleeId, posture: &Posture, d: Decision) -> DecisionView {
         (status = 404, description = "No such callee", body = ErrorBody),
     ))]
 pub async fn get_trust(
-    State(app): State<AppState>,
+    State(app): State<ApiState>,
     Query(q): Query<TrustQuery>,
 ) -> Result<Json<DecisionView>, ApiError> {
     let (callee_id, posture) = parse(q)?;
-    let decision = trust::decide(&app.store, callee_id, &posture).await?;
+    let decision = trust::decide(&app.services.store, callee_id, &posture).await?;
     Ok(Json(view(callee_id, &posture, decision)))
 }

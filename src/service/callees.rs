@@ -4,22 +4,23 @@
 use std::collections::BTreeMap;
 
 use serde_json::Value;
+use url::Url;
 
-use super::ServiceError;
 use super::discovery::{self, Fetch, Validators};
-use crate::app::AppState;
-use crate::domain::callee::{Callee, CardUrl, FetchState, FetchStatus};
-use crate::domain::card::CardSnapshot;
+use super::{Missing, ServiceError, Services, no_callee, require_callee};
+use crate::domain::callee::{Backoff, Callee, CardUrl, FetchState, FetchStatus};
 use crate::domain::card::changes::{self, NewCard};
 use crate::domain::card::signature::{SignatureVerdict, parse_jwks};
-use crate::domain::gate::SubjectState;
+use crate::domain::card::{Assessment, CardSnapshot};
+use crate::domain::gate::{Subject, SubjectState};
 use crate::domain::ids::{CalleeId, JobId, SnapshotId};
 use crate::domain::job::Job;
 use crate::domain::ledger::{EventBody, EventRecord, NewEvent};
 use crate::domain::probe::{ProbeRun, ProbeScript};
 use crate::domain::time::Timestamp;
 use crate::domain::version::ProtocolVersion;
-use crate::storage::{RefreshRecord, Store, StoreError, Subject};
+use crate::remote::FetchError;
+use crate::storage::{RefreshRecord, Store, StoreError};
 
 /// A callee with its subjects and newest card snapshot.
 #[derive(Debug, Clone)]
@@ -44,6 +45,24 @@ pub struct Registration {
 
 pub const MAX_NAME_LEN: usize = 200;
 
+/// How registration and refreshes treat cards over time.
+#[derive(Debug, Clone)]
+pub struct CardPolicy {
+    /// Backoff for callees whose card cannot be fetched.
+    pub backoff: Backoff,
+    /// Queue probes when registration or a refresh reveals a new version or capability.
+    pub probe_on_change: bool,
+}
+
+impl Default for CardPolicy {
+    fn default() -> Self {
+        Self {
+            backoff: Backoff::default(),
+            probe_on_change: true,
+        }
+    }
+}
+
 /// What a refresh did.
 #[derive(Debug, Clone)]
 pub struct RefreshOutcome {
@@ -65,15 +84,74 @@ pub enum Revalidate {
 /// Registers a callee: fetches, parses and verifies its card now. On any failure nothing is
 /// stored and the error says precisely why. Its subjects' probes are queued.
 pub async fn register(
-    app: &AppState,
+    services: &Services,
     registration: Registration,
     actor: &str,
 ) -> Result<CalleeDetail, ServiceError> {
-    let (store, discovery) = (&app.store, &app.discovery);
+    let (card_url, name) = validate(&registration)?;
+    if services.store.card_url_taken(&card_url).await? {
+        return Err(conflict(&card_url));
+    }
+    let fetched = fetch_usable(services, &card_url, registration.trusted_keys.as_ref()).await?;
+    let now = services.now();
+    let callee = Callee {
+        id: CalleeId::new(),
+        card_url,
+        name,
+        created_at: now,
+        trusted_keys: registration.trusted_keys,
+        probe_script: registration.probe,
+        fetch: FetchState {
+            last_at: Some(now),
+            status: Some(FetchStatus::Fetched),
+            ..FetchState::default()
+        },
+        refresh_generation: 0,
+    };
+    let snapshot = fetched.into_snapshot(callee.id, now);
+    let card = snapshot.assessment.card.as_ref().ok_or_else(|| {
+        ServiceError::Internal(anyhow::anyhow!("a usable card without its parsed form"))
+    })?;
+    let new = NewCard::Trusted {
+        snapshot_id: snapshot.id,
+        sha256: &snapshot.sha256,
+        card,
+        previous: None,
+        changed: true,
+    };
+    let events = to_new_events(
+        callee.id,
+        changes::events_for(&BTreeMap::new(), &new),
+        actor,
+    );
+    let probes = probes_for(services, callee.id, "registration", &events, now);
+    let appended = match services
+        .store
+        .register_callee(&callee, &snapshot, &events, &probes, now)
+        .await
+    {
+        Err(StoreError::Conflict(_)) => return Err(conflict(&callee.card_url)),
+        other => other?,
+    };
+    if !probes.is_empty() {
+        services.wake.notify_one();
+    }
+    Ok(CalleeDetail {
+        callee,
+        subjects: appended.into_iter().map(|(_, s)| s).collect(),
+        latest_card: Some(snapshot),
+        last_probes: BTreeMap::new(),
+    })
+}
+
+/// Checks what an operator supplied, before anything is fetched: the card URL and the name
+/// (trimmed, empty meaning none), the probe script and the pinned keys.
+fn validate(registration: &Registration) -> Result<(CardUrl, Option<String>), ServiceError> {
     let card_url =
         CardUrl::parse(&registration.card_url).map_err(|e| ServiceError::Invalid(e.to_string()))?;
     let name = registration
         .name
+        .as_ref()
         .map(|n| n.trim().to_string())
         .filter(|n| !n.is_empty());
     if name
@@ -92,12 +170,42 @@ pub async fn register(
     if let Some(jwks) = &registration.trusted_keys {
         parse_jwks(jwks).map_err(|e| ServiceError::Invalid(format!("trusted_keys: {e}")))?;
     }
-    if store.card_url_taken(&card_url).await? {
-        return Err(conflict(&card_url));
-    }
+    Ok((card_url, name))
+}
 
-    let fetched = discovery
-        .fetch(&card_url, None)
+/// A card fetched and judged usable (parsed, signed as required, same-origin).
+struct UsableCard {
+    url: Url,
+    etag: Option<String>,
+    last_modified: Option<String>,
+    bytes: bytes::Bytes,
+    assessment: Assessment,
+}
+
+impl UsableCard {
+    fn into_snapshot(self, callee: CalleeId, now: Timestamp) -> CardSnapshot {
+        discovery::snapshot(
+            callee,
+            now,
+            &self.url,
+            &self.bytes,
+            self.etag,
+            self.last_modified,
+            self.assessment,
+        )
+    }
+}
+
+/// Fetches the card at `card_url` unconditionally and judges it; `Unusable` with the reason
+/// when it cannot be used.
+async fn fetch_usable(
+    services: &Services,
+    card_url: &CardUrl,
+    trusted_keys: Option<&Value>,
+) -> Result<UsableCard, ServiceError> {
+    let fetched = services
+        .discovery
+        .fetch(card_url, None)
         .await
         .map_err(|e| ServiceError::Unusable(format!("the card could not be fetched: {e}")))?;
     let Fetch::Body {
@@ -111,69 +219,16 @@ pub async fn register(
             "the card server answered 304 to an unconditional request".into(),
         ));
     };
-    let assessment = discovery
-        .assess(&url, &bytes, registration.trusted_keys.as_ref())
-        .await;
+    let assessment = services.discovery.assess(&url, &bytes, trusted_keys).await;
     if let Some(problem) = &assessment.problem {
         return Err(ServiceError::Unusable(problem.clone()));
     }
-    let now = app.now();
-    let callee = Callee {
-        id: CalleeId::new(),
-        card_url,
-        name,
-        created_at: now,
-        trusted_keys: registration.trusted_keys,
-        probe_script: registration.probe,
-        fetch: FetchState {
-            last_at: Some(now),
-            status: Some(FetchStatus::Fetched),
-            ..FetchState::default()
-        },
-        refresh_generation: 0,
-    };
-    let snapshot = discovery::snapshot(
-        callee.id,
-        now,
-        &url,
-        &bytes,
+    Ok(UsableCard {
+        url,
         etag,
         last_modified,
+        bytes,
         assessment,
-    );
-    let card = snapshot
-        .assessment
-        .card
-        .as_ref()
-        .expect("a trusted card parsed");
-    let new = NewCard::Trusted {
-        snapshot_id: snapshot.id,
-        sha256: &snapshot.sha256,
-        card,
-        previous: None,
-        changed: true,
-    };
-    let events = to_new_events(
-        callee.id,
-        changes::events_for(&BTreeMap::new(), &new),
-        actor,
-    );
-    let probes = probes_for(app, callee.id, "registration", &events, now);
-    let appended = match store
-        .register_callee(&callee, &snapshot, &events, &probes, now)
-        .await
-    {
-        Err(StoreError::Conflict(_)) => return Err(conflict(&callee.card_url)),
-        other => other?,
-    };
-    if !probes.is_empty() {
-        app.wake.notify_one();
-    }
-    Ok(CalleeDetail {
-        callee,
-        subjects: appended.into_iter().map(|(_, s)| s).collect(),
-        latest_card: Some(snapshot),
-        last_probes: BTreeMap::new(),
     })
 }
 
@@ -189,22 +244,68 @@ fn conflict(card_url: &CardUrl) -> ServiceError {
 /// `job`: the queue job (and its holder) this refresh carries out; it is completed in the same
 /// transaction that records the outcome.
 pub async fn refresh(
-    app: &AppState,
+    services: &Services,
     callee_id: CalleeId,
     revalidate: Revalidate,
     actor: &str,
     job: Option<(JobId, &str)>,
 ) -> Result<RefreshOutcome, ServiceError> {
-    let (store, discovery) = (&app.store, &app.discovery);
+    let store = &services.store;
     let callee = store
         .callee(callee_id)
         .await
-        .map_err(|e| not_found(e, callee_id))?;
+        .map_err(no_callee(callee_id))?;
     let latest = store.latest_snapshot(callee_id).await?;
-    // A 304 revalidates a trusted snapshot, and an untrusted one whose verdict its bytes alone
-    // decide. One whose key set could not be had is judged afresh: the keys may be back.
-    let validators = latest
-        .as_ref()
+    let validators = validators_for(latest.as_ref(), revalidate);
+    // Judge the bytes once; deciding what they mean may need a second look if another
+    // refresh of this callee commits in between.
+    let brought = bring(services, &callee, validators.as_ref()).await;
+    let mut seen = Seen {
+        subjects: subjects_of(store, callee_id).await?,
+        callee,
+        latest,
+    };
+    let mut attempts = 0;
+    loop {
+        attempts += 1;
+        match record_refresh(services, &seen, &brought, revalidate, actor, job).await {
+            Ok(outcome) => return Ok(outcome),
+            // Another refresh of this callee committed first: decide again on what it left.
+            Err(StoreError::Conflict(_)) if attempts < 3 => {
+                seen = Seen {
+                    callee: store.callee(callee_id).await?,
+                    latest: store.latest_snapshot(callee_id).await?,
+                    subjects: subjects_of(store, callee_id).await?,
+                };
+            }
+            Err(e) => return Err(e.into()),
+        }
+    }
+}
+
+/// What a refresh decides against: the callee, its newest snapshot and its subjects, as read
+/// before the write that may find them moved.
+struct Seen {
+    callee: Callee,
+    latest: Option<CardSnapshot>,
+    subjects: BTreeMap<ProtocolVersion, SubjectState>,
+}
+
+/// What one fetch brought, judged once.
+enum Brought {
+    /// The fetch failed; the error says why.
+    Failed(FetchError),
+    /// 304: the snapshot the validators came from still stands.
+    NotModified,
+    /// A body, judged (parse, signature, same-origin) as the snapshot it would be.
+    Card(Box<CardSnapshot>),
+}
+
+/// The validators of a conditional fetch. A 304 revalidates a trusted snapshot, and an
+/// untrusted one whose verdict its bytes alone decide. One whose key set could not be had is
+/// judged afresh: the keys may be back.
+fn validators_for(latest: Option<&CardSnapshot>, revalidate: Revalidate) -> Option<Validators> {
+    latest
         .filter(|s| {
             revalidate == Revalidate::IfChanged
                 && !matches!(
@@ -216,95 +317,81 @@ pub async fn refresh(
             url: s.url.clone(),
             etag: s.etag.clone(),
             last_modified: s.last_modified.clone(),
-        });
-    let fetched = discovery.fetch(&callee.card_url, validators.as_ref()).await;
-    // Judge the bytes once; deciding what they mean may need a second look if another
-    // refresh of this callee commits in between.
-    let assessed = match &fetched {
+        })
+}
+
+/// Fetches the callee's card (conditionally when there are validators) and judges a body.
+async fn bring(services: &Services, callee: &Callee, validators: Option<&Validators>) -> Brought {
+    match services.discovery.fetch(&callee.card_url, validators).await {
+        Err(e) => Brought::Failed(e),
+        Ok(Fetch::NotModified { .. }) => Brought::NotModified,
         Ok(Fetch::Body {
             url,
             etag,
             last_modified,
             bytes,
         }) => {
-            let assessment = discovery
-                .assess(url, bytes, callee.trusted_keys.as_ref())
+            let assessment = services
+                .discovery
+                .assess(&url, &bytes, callee.trusted_keys.as_ref())
                 .await;
-            Some(discovery::snapshot(
-                callee_id,
-                app.now(),
-                url,
-                bytes,
-                etag.clone(),
-                last_modified.clone(),
+            Brought::Card(Box::new(discovery::snapshot(
+                callee.id,
+                services.now(),
+                &url,
+                &bytes,
+                etag,
+                last_modified,
                 assessment,
-            ))
-        }
-        _ => None,
-    };
-
-    let mut callee = callee;
-    let mut latest = latest;
-    let mut subjects = subjects_of(store, callee_id).await?;
-    let mut attempts = 0;
-    loop {
-        attempts += 1;
-        let decided = decide(
-            &fetched,
-            assessed.as_ref(),
-            latest.as_ref(),
-            revalidate,
-            &subjects,
-        );
-        let now = app.now();
-        let fetch = callee.fetch.after(
-            decided.status,
-            decided.error.clone(),
-            &app.schedule.backoff,
-            now,
-        );
-        let events = to_new_events(callee_id, decided.events, actor);
-        let probes = probes_for(app, callee_id, "version-appeared", &events, now);
-        match store
-            .record_refresh(
-                &RefreshRecord {
-                    callee_id,
-                    generation: callee.refresh_generation,
-                    snapshot: decided.snapshot,
-                    fetch: &fetch,
-                    events: &events,
-                    job,
-                    probes: &probes,
-                },
-                now,
-            )
-            .await
-        {
-            Ok(appended) => {
-                if decided.status == FetchStatus::Failed {
-                    tracing::warn!(callee.id = %callee_id, failures = fetch.failures, next = ?fetch.next_at,
-                        "card of {callee_id} could not be fetched: {}", decided.error.as_deref().unwrap_or(""));
-                }
-                let records: Vec<EventRecord> = appended.into_iter().map(|(e, _)| e).collect();
-                if !probes.is_empty() {
-                    app.wake.notify_one();
-                }
-                return Ok(RefreshOutcome {
-                    status: decided.status,
-                    snapshot_id: decided.snapshot.map(|s| s.id),
-                    error: decided.error,
-                    events: records,
-                });
-            }
-            // Another refresh of this callee committed first: decide again on what it left.
-            Err(StoreError::Conflict(_)) if attempts < 3 => {
-                callee = store.callee(callee_id).await?;
-                latest = store.latest_snapshot(callee_id).await?;
-                subjects = subjects_of(store, callee_id).await?;
-            }
-            Err(e) => return Err(e.into()),
+            )))
         }
     }
+}
+
+/// Decides what the fetch means against `seen` and records it in one transaction, with the
+/// probes it calls for. `Conflict` when another refresh of the callee committed first.
+async fn record_refresh(
+    services: &Services,
+    seen: &Seen,
+    brought: &Brought,
+    revalidate: Revalidate,
+    actor: &str,
+    job: Option<(JobId, &str)>,
+) -> Result<RefreshOutcome, StoreError> {
+    let callee_id = seen.callee.id;
+    let decided = decide(brought, seen.latest.as_ref(), revalidate, &seen.subjects);
+    let now = services.now();
+    let fetch = seen.callee.fetch.after(
+        decided.status,
+        decided.error.clone(),
+        &services.cards.backoff,
+        now,
+    );
+    let events = to_new_events(callee_id, decided.events, actor);
+    let probes = probes_for(services, callee_id, "version-appeared", &events, now);
+    let record = RefreshRecord {
+        callee_id,
+        generation: seen.callee.refresh_generation,
+        snapshot: decided.snapshot,
+        fetch: &fetch,
+        events: &events,
+        job,
+        probes: &probes,
+    };
+    let appended = services.store.record_refresh(&record, now).await?;
+    if decided.status == FetchStatus::Failed {
+        tracing::warn!(callee.id = %callee_id, failures = fetch.failures, next = ?fetch.next_at,
+            "card of {callee_id} could not be fetched: {}", decided.error.as_deref().unwrap_or(""));
+    }
+    if !probes.is_empty() {
+        services.wake.notify_one();
+    }
+    Ok(RefreshOutcome {
+        status: decided.status,
+        snapshot_id: decided.snapshot.map(|s| s.id),
+        error: decided.error,
+        events: appended.into_iter().map(|(e, _)| e).collect(),
+    })
 }
 
 async fn subjects_of(
@@ -328,64 +415,31 @@ struct Decided<'a> {
 }
 
 fn decide<'a>(
-    fetched: &Result<Fetch, crate::remote::FetchError>,
-    assessed: Option<&'a CardSnapshot>,
+    brought: &'a Brought,
     latest: Option<&CardSnapshot>,
     revalidate: Revalidate,
     subjects: &BTreeMap<ProtocolVersion, SubjectState>,
 ) -> Decided<'a> {
     let reusable = latest.filter(|s| s.assessment.trusted && revalidate == Revalidate::IfChanged);
-    match (fetched, assessed) {
-        (Err(e), _) => {
-            let reason = format!("the card could not be fetched: {e}");
-            let events = changes::events_for(
-                subjects,
-                &NewCard::Untrusted {
-                    snapshot_id: None,
-                    reason: &reason,
-                },
-            );
-            Decided {
-                status: FetchStatus::Failed,
-                snapshot: None,
-                error: Some(reason),
-                events,
-            }
-        }
+    match brought {
+        Brought::Failed(e) => untrusted(
+            subjects,
+            FetchStatus::Failed,
+            None,
+            format!("the card could not be fetched: {e}"),
+        ),
         // 304 on an untrusted card: still untrusted, for the reason it had.
-        (Ok(Fetch::NotModified { .. }), _) if latest.is_some_and(|l| !l.assessment.trusted) => {
+        Brought::NotModified if latest.is_some_and(|l| !l.assessment.trusted) => {
             let reason = latest
                 .and_then(|l| l.assessment.problem.clone())
                 .unwrap_or_default();
-            let new = NewCard::Untrusted {
-                snapshot_id: None,
-                reason: &reason,
-            };
-            Decided {
-                status: FetchStatus::Untrusted,
-                snapshot: None,
-                events: changes::events_for(subjects, &new),
-                error: Some(reason),
-            }
+            untrusted(subjects, FetchStatus::Untrusted, None, reason)
         }
-        (Ok(Fetch::NotModified { .. }), _) => Decided {
-            status: FetchStatus::Unchanged,
-            snapshot: None,
-            error: None,
-            events: restore(subjects, latest),
-        },
-        (Ok(Fetch::Body { .. }), Some(snapshot))
-            if reusable.is_some_and(|l| l.sha256 == snapshot.sha256) =>
-        {
-            Decided {
-                status: FetchStatus::Unchanged,
-                snapshot: None,
-                error: None,
-                events: restore(subjects, latest),
-            }
+        Brought::NotModified => unchanged(subjects, latest),
+        Brought::Card(snapshot) if reusable.is_some_and(|l| l.sha256 == snapshot.sha256) => {
+            unchanged(subjects, latest)
         }
-        (Ok(Fetch::Body { .. }), Some(snapshot)) => {
-            let changed = latest.is_none_or(|l| l.sha256 != snapshot.sha256);
+        Brought::Card(snapshot) => {
             match (&snapshot.assessment.card, &snapshot.assessment.problem) {
                 (Some(card), None) => {
                     let new = NewCard::Trusted {
@@ -395,36 +449,62 @@ fn decide<'a>(
                         previous: latest
                             .filter(|l| l.assessment.trusted)
                             .and_then(|l| l.assessment.card.as_ref()),
-                        changed,
+                        changed: latest.is_none_or(|l| l.sha256 != snapshot.sha256),
                     };
                     Decided {
                         status: FetchStatus::Fetched,
-                        snapshot: Some(snapshot),
+                        snapshot: Some(&**snapshot),
                         error: None,
                         events: changes::events_for(subjects, &new),
                     }
                 }
                 (_, problem) => {
-                    let reason = problem.clone().unwrap_or_default();
                     // The same untrusted bytes, judged the same way: nothing new to store.
                     let repeated = latest.is_some_and(|l| {
                         l.sha256 == snapshot.sha256 && l.assessment.problem == *problem
                     });
-                    let new = NewCard::Untrusted {
-                        snapshot_id: (!repeated).then_some(snapshot.id),
-                        reason: &reason,
-                    };
-                    let events = changes::events_for(subjects, &new);
-                    Decided {
-                        status: FetchStatus::Untrusted,
-                        snapshot: (!repeated).then_some(snapshot),
-                        error: Some(reason),
-                        events,
-                    }
+                    let reason = problem.clone().unwrap_or_default();
+                    untrusted(
+                        subjects,
+                        FetchStatus::Untrusted,
+                        (!repeated).then_some(&**snapshot),
+                        reason,
+                    )
                 }
             }
         }
-        (Ok(Fetch::Body { .. }), None) => unreachable!("every fetched body is assessed"),
+    }
+}
+
+/// The card cannot be trusted, for `reason`; `snapshot` is the new snapshot to store, if any.
+fn untrusted<'a>(
+    subjects: &BTreeMap<ProtocolVersion, SubjectState>,
+    status: FetchStatus,
+    snapshot: Option<&'a CardSnapshot>,
+    reason: String,
+) -> Decided<'a> {
+    let new = NewCard::Untrusted {
+        snapshot_id: snapshot.map(|s| s.id),
+        reason: &reason,
+    };
+    Decided {
+        status,
+        snapshot,
+        events: changes::events_for(subjects, &new),
+        error: Some(reason),
+    }
+}
+
+/// The card is the one already trusted: nothing new, but a card trust lost earlier returns.
+fn unchanged<'a>(
+    subjects: &BTreeMap<ProtocolVersion, SubjectState>,
+    latest: Option<&CardSnapshot>,
+) -> Decided<'a> {
+    Decided {
+        status: FetchStatus::Unchanged,
+        snapshot: None,
+        error: None,
+        events: restore(subjects, latest),
     }
 }
 
@@ -453,13 +533,13 @@ fn restore(
 /// capability advertised for the first time is unverified until probed). They are queued in
 /// the transaction that records the events, so a crash cannot leave a new subject unprobed.
 fn probes_for(
-    app: &AppState,
+    services: &Services,
     callee_id: CalleeId,
     appeared: &str,
     events: &[NewEvent],
     now: Timestamp,
 ) -> Vec<(ProbeRun, Job)> {
-    if !app.schedule.probe_on_change {
+    if !services.cards.probe_on_change {
         return Vec::new();
     }
     let mut wanted: Vec<(ProtocolVersion, &str)> = Vec::new();
@@ -500,7 +580,7 @@ fn to_new_events(
 
 /// Replaces the callee's pinned keys (`None` clears them) and judges the card afresh with them.
 pub async fn set_trusted_keys(
-    app: &AppState,
+    services: &Services,
     callee_id: CalleeId,
     jwks: Option<Value>,
     actor: &str,
@@ -508,15 +588,16 @@ pub async fn set_trusted_keys(
     if let Some(jwks) = &jwks {
         parse_jwks(jwks).map_err(|e| ServiceError::Invalid(format!("trusted_keys: {e}")))?;
     }
-    app.store
+    services
+        .store
         .set_trusted_keys(callee_id, jwks.as_ref())
         .await
-        .map_err(|e| not_found(e, callee_id))?;
-    refresh(app, callee_id, Revalidate::Always, actor, None).await
+        .map_err(no_callee(callee_id))?;
+    refresh(services, callee_id, Revalidate::Always, actor, None).await
 }
 
 pub async fn get(store: &Store, id: CalleeId) -> Result<CalleeDetail, ServiceError> {
-    let callee = store.callee(id).await.map_err(|e| not_found(e, id))?;
+    let callee = store.callee(id).await.map_err(no_callee(id))?;
     detail(store, callee).await
 }
 
@@ -551,10 +632,25 @@ pub async fn list(
     Ok(page)
 }
 
-/// Maps a store miss on a callee to a message naming it.
-pub(crate) fn not_found(err: StoreError, id: CalleeId) -> ServiceError {
-    match err {
-        StoreError::NotFound => ServiceError::NotFound(format!("no callee with id {id}")),
-        other => other.into(),
-    }
+/// A callee's card snapshots, newest first, without their raw bytes.
+pub async fn snapshots(
+    store: &Store,
+    callee_id: CalleeId,
+    before: Option<SnapshotId>,
+    limit: u32,
+) -> Result<Vec<CardSnapshot>, ServiceError> {
+    require_callee(store, callee_id).await?;
+    Ok(store.snapshots(callee_id, before, limit).await?)
+}
+
+/// One snapshot with its raw card.
+pub async fn snapshot(
+    store: &Store,
+    callee_id: CalleeId,
+    id: SnapshotId,
+) -> Result<CardSnapshot, ServiceError> {
+    store
+        .snapshot(callee_id, id)
+        .await
+        .map_err(ServiceError::missing(Missing::Snapshot(callee_id, id)))
 }

@@ -1,10 +1,10 @@
 //! API key management.
 
-use super::ServiceError;
+use super::{Missing, ServiceError};
 use crate::domain::apikey::{self, ApiKey, Role, Secret};
 use crate::domain::ids::ApiKeyId;
 use crate::domain::time::Timestamp;
-use crate::storage::{Store, StoreError};
+use crate::storage::Store;
 
 /// Creates a key; its secret is returned here and nowhere else, ever.
 pub async fn create(
@@ -27,10 +27,20 @@ pub async fn revoke(
     by: &str,
     now: Timestamp,
 ) -> Result<(), ServiceError> {
-    store.revoke_key(id, now).await.map_err(|e| match e {
-        StoreError::NotFound => ServiceError::NotFound(format!("no API key with id {id}")),
-        other => other.into(),
-    })?;
+    store
+        .revoke_key(id, now)
+        .await
+        .map_err(ServiceError::missing(Missing::ApiKey(id)))?;
     tracing::info!(key.id = %id, by, "API key {id} revoked");
     Ok(())
+}
+
+/// Every key, newest first (never their secrets: only hashes are stored).
+pub async fn list(store: &Store) -> Result<Vec<ApiKey>, ServiceError> {
+    Ok(store.keys().await?)
+}
+
+/// The live (unrevoked) key whose secret hashes to `key_hash`, if any.
+pub async fn live_by_hash(store: &Store, key_hash: &str) -> Result<Option<ApiKey>, ServiceError> {
+    Ok(store.live_key_by_hash(key_hash).await?)
 }

@@ -2,8 +2,11 @@
 
 use serde::Serialize;
 
+use super::ServiceError;
+use crate::domain::ids::CalleeId;
+use crate::domain::ledger::EventRecord;
 use crate::domain::ledger::{BrokenLink, ChainVerifier};
-use crate::storage::{Store, StoreError};
+use crate::storage::Store;
 
 /// The outcome of walking the whole chain.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -21,7 +24,7 @@ pub struct VerifyReport {
 const VERIFY_PAGE: u32 = 1000;
 
 /// Walks the chain from the first event and reports the first broken link, if any.
-pub async fn verify(store: &Store) -> Result<VerifyReport, StoreError> {
+pub async fn verify(store: &Store) -> Result<VerifyReport, ServiceError> {
     let mut verifier = ChainVerifier::default();
     let mut after = 0;
     let first_broken = 'walk: loop {
@@ -42,4 +45,27 @@ pub async fn verify(store: &Store) -> Result<VerifyReport, StoreError> {
         head_hash: head_hash.to_string(),
         first_broken,
     })
+}
+
+/// Events in ledger order after `after`, of one callee or of all.
+pub async fn page(
+    store: &Store,
+    callee: Option<CalleeId>,
+    after: i64,
+    limit: u32,
+) -> Result<Vec<EventRecord>, ServiceError> {
+    Ok(store.ledger(callee, after, limit).await?)
+}
+
+/// The events at `seqs` (a probe run's, say), in that order; seqs of other callees are skipped.
+pub async fn events_at(
+    store: &Store,
+    callee: CalleeId,
+    seqs: &[i64],
+) -> Result<Vec<EventRecord>, ServiceError> {
+    let mut events = Vec::with_capacity(seqs.len());
+    for seq in seqs {
+        events.extend(store.ledger(Some(callee), seq - 1, 1).await?);
+    }
+    Ok(events)
 }

@@ -1,5 +1,8 @@
 //! Use cases shared by the HTTP API, the CLI and background work. Each function reads what it
 //! needs from the store, calls the pure domain, and writes the outcome; none knows about HTTP.
+//!
+//! [`Services`] is what the use cases depend on, named one by one; `app` composes it, and the
+//! HTTP layer and the background runtime hold it. Nothing here imports either of them.
 
 pub mod callees;
 pub mod discovery;
@@ -7,17 +10,49 @@ pub mod keys;
 pub mod ledger;
 pub mod probe;
 pub mod reports;
-pub mod schedule;
+pub mod status;
 pub mod trust;
-pub mod worker;
 
-use crate::storage::StoreError;
+use std::fmt;
+use std::sync::Arc;
 
-/// Why a use case failed, in terms a caller can act on.
+use tokio::sync::Notify;
+
+use crate::domain::ids::{ApiKeyId, CalleeId, ProbeRunId, SnapshotId};
+use crate::domain::time::{Clock, Timestamp};
+use crate::domain::version::ProtocolVersion;
+use crate::remote::Outbound;
+use crate::storage::{Store, StoreError};
+use callees::CardPolicy;
+use discovery::Discovery;
+use probe::ProbeSettings;
+
+/// The dependencies of the use cases. Cheap to clone.
+#[derive(Clone)]
+pub struct Services {
+    pub store: Store,
+    pub clock: Arc<dyn Clock>,
+    /// The one guarded client for everything cardgate fetches.
+    pub outbound: Outbound,
+    pub discovery: Discovery,
+    pub probe: ProbeSettings,
+    pub cards: CardPolicy,
+    /// Wakes the job worker when a use case enqueues a job.
+    pub wake: Arc<Notify>,
+}
+
+impl Services {
+    pub fn now(&self) -> Timestamp {
+        self.clock.now()
+    }
+}
+
+/// Why a use case failed, in terms a caller can act on. Storage failures are interpreted
+/// here, once: callers above the services never see a storage type.
 #[derive(Debug, thiserror::Error)]
 pub enum ServiceError {
     #[error("{0}")]
-    NotFound(String),
+    NotFound(Missing),
     #[error("{0}")]
     Conflict(String),
     #[error("{0}")]
@@ -28,6 +63,96 @@ pub enum ServiceError {
     /// The input is over a size bound.
     #[error("{0}")]
     TooLarge(String),
-    #[error(transparent)]
-    Store(#[from] StoreError),
+    /// The database cannot be reached or is overloaded: worth retrying shortly.
+    #[error("the database is unavailable; retry shortly")]
+    Unavailable(#[source] StoreError),
+    /// A bug or corrupt data. The cause is for the log, never for the caller.
+    #[error("internal error")]
+    Internal(#[source] anyhow::Error),
+}
+
+/// What a lookup did not find. The one place "not found" messages are worded.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Missing {
+    Callee(CalleeId),
+    /// The callee exists but has no such subject; `offered` lists the versions it has.
+    Subject {
+        callee: CalleeId,
+        version: ProtocolVersion,
+        offered: Vec<ProtocolVersion>,
+    },
+    Snapshot(CalleeId, SnapshotId),
+    ProbeRun(ProbeRunId),
+    ApiKey(ApiKeyId),
+    /// No running probe has this webhook token.
+    PushToken,
+    /// A row the store did not find, with nothing more known.
+    Record,
+}
+
+impl fmt::Display for Missing {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Callee(id) => write!(f, "no callee with id {id}"),
+            Self::Subject {
+                callee,
+                version,
+                offered,
+            } if offered.is_empty() => write!(f, "callee {callee} has no subject {version}"),
+            Self::Subject {
+                callee,
+                version,
+                offered,
+            } => {
+                let offered: Vec<String> = offered.iter().map(ToString::to_string).collect();
+                write!(
+                    f,
+                    "callee {callee} has no subject {version} (it offers {})",
+                    offered.join(", ")
+                )
+            }
+            Self::Snapshot(callee, id) => write!(f, "callee {callee} has no snapshot {id}"),
+            Self::ProbeRun(id) => write!(f, "no probe run with id {id}"),
+            Self::ApiKey(id) => write!(f, "no API key with id {id}"),
+            Self::PushToken => f.write_str("no running probe has this token"),
+            Self::Record => f.write_str("not found"),
+        }
+    }
+}
+
+impl ServiceError {
+    /// A store miss reported as `missing`; any other store error as itself.
+    pub(crate) fn missing(missing: Missing) -> impl FnOnce(StoreError) -> Self {
+        move |err| match err {
+            StoreError::NotFound => Self::NotFound(missing),
+            other => other.into(),
+        }
+    }
+}
+
+/// Fails with `NotFound` unless callee `id` is registered: the lookups of a callee's records
+/// answer "no such callee" rather than an empty page.
+pub(crate) async fn require_callee(store: &Store, id: CalleeId) -> Result<(), ServiceError> {
+    store.callee(id).await.map(drop).map_err(no_callee(id))
+}
+
+/// A store miss on callee `id`, named; any other store error as itself.
+pub(crate) fn no_callee(id: CalleeId) -> impl FnOnce(StoreError) -> ServiceError {
+    ServiceError::missing(Missing::Callee(id))
+}
+
+impl From<StoreError> for ServiceError {
+    fn from(err: StoreError) -> Self {
+        match err {
+            StoreError::NotFound => Self::NotFound(Missing::Record),
+            StoreError::Conflict(what) => {
+                // The detail names database internals (a constraint): for the log only.
+                tracing::debug!(conflict = %what, "a write conflicted with existing data");
+                Self::Conflict("the request conflicts with existing data".into())
+            }
+            StoreError::Refused(gate) => Self::Conflict(gate.to_string()),
+            unavailable @ StoreError::Unavailable(_) => Self::Unavailable(unavailable),
+            other => Self::Internal(other.into()),
+        }
+    }
 }

@@ -3,15 +3,13 @@
 
 use serde_json::Value;
 
-use super::ServiceError;
-use super::callees::not_found;
-use crate::domain::gate::GateState;
+use super::require_callee;
+use super::{Missing, ServiceError};
 use crate::domain::ids::{CalleeId, ReportId};
-use crate::domain::ledger::EventBody;
-use crate::domain::report::{self, Trigger};
+use crate::domain::report::{self, Report, ReportOutcome, Trigger};
 use crate::domain::time::Timestamp;
 use crate::domain::version::ProtocolVersion;
-use crate::storage::{Report, Store, StoreError};
+use crate::storage::Store;
 
 pub const MAX_EVIDENCE_BYTES: usize = 32 * 1024;
 
@@ -25,14 +23,9 @@ pub async fn submit(
     reporter: &str,
     now: Timestamp,
 ) -> Result<Report, ServiceError> {
-    store
-        .callee(callee_id)
-        .await
-        .map_err(|e| not_found(e, callee_id))?;
+    require_callee(store, callee_id).await?;
     if store.subject(callee_id, version).await?.is_none() {
-        return Err(ServiceError::NotFound(format!(
-            "callee {callee_id} has no subject {version}"
-        )));
+        return Err(ServiceError::NotFound(no_subject(callee_id, version)));
     }
     if evidence.to_string().len() > MAX_EVIDENCE_BYTES {
         return Err(ServiceError::Invalid(format!(
@@ -45,53 +38,41 @@ pub async fn submit(
             trigger.as_str()
         ))
     })?;
-    let class = trigger.class();
     let draft = Report {
         id: ReportId::new(),
         callee_id,
         protocol_version: version,
-        trigger: trigger.as_str().to_string(),
-        class: class.as_str().to_string(),
+        trigger,
+        class: trigger.class(),
         evidence,
-        finding: finding.clone(),
+        finding,
         reporter: reporter.to_string(),
-        outcome: String::new(),
+        // The policy decides under the ledger lock; the store records its outcome.
+        outcome: ReportOutcome::Recorded,
         created_at: now,
     };
-    let (report_id, trigger_text, who) = (draft.id, draft.trigger.clone(), draft.reporter.clone());
     let (stored, _) = store
-        .record_report(
-            &draft,
-            |state| {
-                let mut events = vec![EventBody::ReportReceived {
-                    report_id,
-                    trigger: trigger_text,
-                    reporter: who,
-                }];
-                // Only a lifecycle-trusted subject is demoted; a demoted one gains the class if new.
-                let applies = match state.gate {
-                    GateState::LifecycleTrusted => true,
-                    GateState::Demoted => !state.demotion_classes.contains(&class),
-                    GateState::CardTrusted => false,
-                };
-                if applies {
-                    events.push(EventBody::Demoted {
-                        class,
-                        probe_run_id: None,
-                        report_id: Some(report_id),
-                        reason: finding,
-                    });
-                }
-                events
-            },
-            now,
-        )
+        .record_report(&draft, now)
         .await
-        .map_err(|e| match e {
-            StoreError::NotFound => {
-                ServiceError::NotFound(format!("callee {callee_id} has no subject {version}"))
-            }
-            other => other.into(),
-        })?;
+        .map_err(ServiceError::missing(no_subject(callee_id, version)))?;
     Ok(stored)
+}
+
+fn no_subject(callee: CalleeId, version: ProtocolVersion) -> Missing {
+    Missing::Subject {
+        callee,
+        version,
+        offered: Vec::new(),
+    }
+}
+
+/// A callee's reports, newest first.
+pub async fn page(
+    store: &Store,
+    callee_id: CalleeId,
+    before: Option<ReportId>,
+    limit: u32,
+) -> Result<Vec<Report>, ServiceError> {
+    require_callee(store, callee_id).await?;
+    Ok(store.reports(callee_id, before, limit).await?)
 }

@@ -12,7 +12,7 @@ use crate::domain::ids::CalleeId;
 use crate::storage::Store;
 
 use super::ServiceError;
-use super::callees::not_found;
+use super::no_callee;
 
 /// The decision for `posture` about callee `callee_id`.
 pub async fn decide(
@@ -27,7 +27,7 @@ pub async fn decide(
         store
             .callee(callee_id)
             .await
-            .map_err(|e| not_found(e, callee_id))?;
+            .map_err(no_callee(callee_id))?;
     }
     let snapshot = store.latest_snapshot(callee_id).await?;
     let input = DecisionInput {

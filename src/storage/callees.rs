@@ -5,34 +5,10 @@ use uuid::Uuid;
 
 use super::{Store, StoreError, dispatch};
 use crate::domain::callee::{Callee, CardUrl, FetchState, FetchStatus};
-use crate::domain::gate::{EffectiveGate, SubjectState};
+use crate::domain::gate::{Subject, SubjectChange};
+
 use crate::domain::ids::CalleeId;
 use crate::domain::version::ProtocolVersion;
-
-/// A subject as stored: its folded state and where in the ledger it stands.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Subject {
-    pub callee_id: CalleeId,
-    pub protocol_version: ProtocolVersion,
-    pub state: SubjectState,
-    pub last_seq: i64,
-    pub last_hash: String,
-    pub last_change: SubjectChange,
-    pub created_at: DateTime<Utc>,
-}
-
-/// Where the subject's effective gate last changed.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct SubjectChange {
-    pub seq: i64,
-    pub at: DateTime<Utc>,
-}
-
-impl Subject {
-    pub fn gate(&self) -> EffectiveGate {
-        self.state.effective()
-    }
-}
 
 #[derive(sqlx::FromRow)]
 struct CalleeRow {

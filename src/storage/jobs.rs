@@ -6,7 +6,7 @@ use uuid::Uuid;
 
 use super::{BeginWrite, Store, StoreError, dispatch};
 use crate::domain::ids::{JobId, ProbeRunId};
-use crate::domain::job::{Job, JobKind, JobStatus};
+use crate::domain::job::{Job, JobKind, JobStatus, QueueStats};
 use crate::domain::time::Timestamp;
 use crate::domain::version::ProtocolVersion;
 
@@ -466,13 +466,4 @@ fn claim_sql(pick: PickFrom, postgres: bool) -> &'static str {
         (PickFrom::Queue, true) => claim!(due!(), " for update skip locked"),
         (PickFrom::Queue, false) => claim!(due!(), ""),
     }
-}
-
-/// Counts of the queue by status, and the oldest job that is due but not yet claimed.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct QueueStats {
-    pub queued: i64,
-    pub running: i64,
-    pub failed: i64,
-    pub oldest_due: Option<Timestamp>,
 }

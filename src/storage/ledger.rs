@@ -5,9 +5,9 @@ use chrono::{DateTime, Utc};
 use serde_json::Value;
 use uuid::Uuid;
 
-use super::callees::{Subject, SubjectRow, subject_columns};
+use super::callees::{SubjectRow, subject_columns};
 use super::{BeginWrite, Store, StoreError, dispatch};
-use crate::domain::gate::SubjectState;
+use crate::domain::gate::Subject;
 use crate::domain::ids::CalleeId;
 use crate::domain::ledger::{EventRecord, GENESIS_HASH, NewEvent};
 use crate::domain::time::Timestamp;
@@ -103,12 +103,9 @@ macro_rules! impl_append_events {
                     .await?;
                     let current: Option<Subject> = current.map(TryInto::try_into).transpose()?;
                     seq += 1;
-                    let state = match &current {
-                        None => SubjectState::start(&event.body, now, seq)?,
-                        Some(subject) => subject.state.apply(&event.body, now, seq)?,
-                    };
-
                     let record = EventRecord::seal(event, seq, &prev_hash, now);
+                    // The domain decides; a refused event fails before anything is written.
+                    let subject = Subject::after(current.as_ref(), event, &record)?;
                     sqlx::query(concat!(
                         "insert into ledger (",
                         event_columns!(),
@@ -126,26 +123,6 @@ macro_rules! impl_append_events {
                     .execute(&mut **self)
                     .await?;
 
-                    let gate_changed = current
-                        .as_ref()
-                        .is_none_or(|s| s.gate() != state.effective());
-                    let subject = Subject {
-                        callee_id: event.callee_id,
-                        protocol_version: event.protocol_version,
-                        last_seq: record.seq,
-                        last_hash: record.hash.clone(),
-                        last_change: match &current {
-                            Some(s) if !gate_changed => s.last_change,
-                            _ => super::SubjectChange {
-                                seq: record.seq,
-                                at: record.recorded_at,
-                            },
-                        },
-                        created_at: current
-                            .as_ref()
-                            .map_or(record.recorded_at, |s| s.created_at),
-                        state,
-                    };
                     let state_json =
                         serde_json::to_string(&subject.state).expect("subject state serializes");
                     let sql = if current.is_some() {

@@ -24,10 +24,7 @@ mod probes;
 mod reports;
 mod snapshots;
 
-pub use callees::{Subject, SubjectChange};
-pub use jobs::QueueStats;
-pub use probes::{FinishedRun, PushDelivery};
-pub use reports::Report;
+pub use probes::FinishedRun;
 pub use snapshots::RefreshRecord;
 
 static PG_MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("migrations/postgres");

@@ -6,12 +6,15 @@ use uuid::Uuid;
 
 use super::jobs::{OnDuplicate, insert_job_query};
 use super::ledger::AppendEvents;
-use super::{BeginWrite, Store, StoreError, Subject, dispatch};
+use super::{BeginWrite, Store, StoreError, dispatch};
+use crate::domain::gate::Subject;
 use crate::domain::gate::SubjectState;
 use crate::domain::ids::{CalleeId, JobId, ProbeRunId};
 use crate::domain::job::Job;
 use crate::domain::ledger::{EventBody, EventRecord, NewEvent};
-use crate::domain::probe::{Judgement, Observations, ProbeRun, PushReceipt, RunStatus};
+use crate::domain::probe::{
+    Judgement, Observations, ProbeRun, PushDelivery, PushReceipt, RunStatus,
+};
 use crate::domain::time::Timestamp;
 use crate::domain::version::ProtocolVersion;
 
@@ -157,14 +160,6 @@ pub struct FinishedRun<'a> {
     pub observations: &'a Observations,
     pub transcript: &'a Value,
     pub actor: &'a str,
-}
-
-/// A delivery to the push webhook.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct PushDelivery {
-    pub received_at: Timestamp,
-    pub headers: Value,
-    pub body: Vec<u8>,
 }
 
 impl Store {

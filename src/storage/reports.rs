@@ -1,33 +1,19 @@
 //! Callers' violation reports, recorded with the ledger events they cause.
 
 use chrono::{DateTime, Utc};
-use serde_json::Value;
+
 use uuid::Uuid;
 
 use super::ledger::AppendEvents;
-use super::{BeginWrite, Store, StoreError, Subject, dispatch};
+use super::{BeginWrite, Store, StoreError, dispatch};
+use crate::domain::demotion::DemotionClass;
+use crate::domain::gate::Subject;
 use crate::domain::gate::SubjectState;
 use crate::domain::ids::{CalleeId, ReportId};
-use crate::domain::ledger::{EventBody, EventRecord, NewEvent};
+use crate::domain::ledger::{EventRecord, NewEvent};
+use crate::domain::report::{self, Report, ReportOutcome, Trigger};
 use crate::domain::time::Timestamp;
 use crate::domain::version::ProtocolVersion;
-
-/// A report as stored.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Report {
-    pub id: ReportId,
-    pub callee_id: CalleeId,
-    pub protocol_version: ProtocolVersion,
-    pub trigger: String,
-    pub class: String,
-    pub evidence: Value,
-    /// What the evidence check established.
-    pub finding: String,
-    pub reporter: String,
-    /// `demoted` or `recorded`.
-    pub outcome: String,
-    pub created_at: Timestamp,
-}
 
 #[derive(sqlx::FromRow)]
 struct ReportRow {
@@ -51,25 +37,27 @@ impl TryFrom<ReportRow> for Report {
             callee_id: r.callee_id.into(),
             protocol_version: ProtocolVersion::parse_exact(&r.protocol_version)
                 .map_err(StoreError::corrupt)?,
-            trigger: r.trigger,
-            class: r.class,
+            trigger: Trigger::parse(&r.trigger)
+                .ok_or_else(|| StoreError::corrupt(format!("report trigger {:?}", r.trigger)))?,
+            class: DemotionClass::parse(&r.class)
+                .ok_or_else(|| StoreError::corrupt(format!("report class {:?}", r.class)))?,
             evidence: serde_json::from_str(&r.evidence).map_err(StoreError::corrupt)?,
             finding: r.finding,
             reporter: r.reporter,
-            outcome: r.outcome,
+            outcome: ReportOutcome::parse(&r.outcome)
+                .ok_or_else(|| StoreError::corrupt(format!("report outcome {:?}", r.outcome)))?,
             created_at: r.created_at,
         })
     }
 }
 
 impl Store {
-    /// Records a checked report with the events `outcome` derives from the subject's state as
-    /// of this transaction (under the ledger lock). The report's `outcome` field is filled in
-    /// from whether a demotion was appended.
+    /// Records a checked report with the events the domain's report policy derives from the
+    /// subject's state as of this transaction (under the ledger lock, so no other write moves
+    /// the gate in between). The stored report carries the policy's outcome.
     pub async fn record_report(
         &self,
         report: &Report,
-        outcome: impl FnOnce(&SubjectState) -> Vec<EventBody> + Send,
         now: Timestamp,
     ) -> Result<(Report, Vec<(EventRecord, Subject)>), StoreError> {
         dispatch!(self, |pool| {
@@ -84,7 +72,8 @@ impl Store {
             .await?;
             let state: SubjectState = serde_json::from_str(&state.ok_or(StoreError::NotFound)?.0)
                 .map_err(StoreError::corrupt)?;
-            let events: Vec<NewEvent> = outcome(&state)
+            let (bodies, outcome) = report::consequences(report, &state);
+            let events: Vec<NewEvent> = bodies
                 .into_iter()
                 .map(|body| NewEvent {
                     callee_id: report.callee_id,
@@ -93,11 +82,8 @@ impl Store {
                     actor: report.reporter.clone(),
                 })
                 .collect();
-            let demoted = events
-                .iter()
-                .any(|e| matches!(e.body, EventBody::Demoted { .. }));
             let stored = Report {
-                outcome: if demoted { "demoted" } else { "recorded" }.into(),
+                outcome,
                 ..report.clone()
             };
             sqlx::query(
@@ -107,12 +93,12 @@ impl Store {
             .bind(stored.id.0)
             .bind(stored.callee_id.0)
             .bind(stored.protocol_version.to_string())
-            .bind(&stored.trigger)
-            .bind(&stored.class)
+            .bind(stored.trigger.as_str())
+            .bind(stored.class.as_str())
             .bind(stored.evidence.to_string())
             .bind(&stored.finding)
             .bind(&stored.reporter)
-            .bind(&stored.outcome)
+            .bind(stored.outcome.as_str())
             .bind(stored.created_at)
             .execute(&mut *tx)
             .await?;

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use cardgate::app::App;
 use cardgate::fake_agent::{Behaviour, FakeAgent, FakeAgentConfig};
-use cardgate::service::schedule;
+use cardgate::runtime::schedule;
 use serde_json::{Value, json};
 
 use crate::probes::{decision, gate, register, wait};
@@ -22,7 +22,7 @@ on_both_backends!(
 /// Settings with the scheduler's loop on and a refresh every second.
 fn scheduled(db: &TestDb) -> cardgate::app::Settings {
     let mut settings = test_settings(db.target.clone());
-    settings.schedule.probe_on_change = true;
+    settings.cards.probe_on_change = true;
     settings.schedule.refresh = "*/1 * * * * *".into();
     settings
 }
@@ -280,16 +280,38 @@ async fn sweeps_are_idempotent(db: TestDb) {
     // A second app on the same database that never serves: its worker does not run, so what
     // the sweeps enqueue stays queued.
     let app = App::build(test_settings(db.target.clone())).await.unwrap();
-    assert_eq!(schedule::refresh_sweep(&app.state).await.unwrap(), 3);
     assert_eq!(
-        schedule::refresh_sweep(&app.state).await.unwrap(),
+        schedule::refresh_sweep(&app.services, &app.settings().schedule)
+            .await
+            .unwrap(),
+        3
+    );
+    assert_eq!(
+        schedule::refresh_sweep(&app.services, &app.settings().schedule)
+            .await
+            .unwrap(),
         0,
         "already queued"
     );
     // Never-probed subjects are due for a probe; once queued, not again.
-    assert_eq!(schedule::reprobe_sweep(&app.state).await.unwrap(), 3);
-    assert_eq!(schedule::reprobe_sweep(&app.state).await.unwrap(), 0);
-    let stats = app.state.store.queue_stats(app.state.now()).await.unwrap();
+    assert_eq!(
+        schedule::reprobe_sweep(&app.services, &app.settings().schedule)
+            .await
+            .unwrap(),
+        3
+    );
+    assert_eq!(
+        schedule::reprobe_sweep(&app.services, &app.settings().schedule)
+            .await
+            .unwrap(),
+        0
+    );
+    let stats = app
+        .services
+        .store
+        .queue_stats(app.services.now())
+        .await
+        .unwrap();
     assert_eq!(stats.queued, 6);
 }
 
@@ -300,8 +322,8 @@ async fn an_unreachable_callee_backs_off_and_recovers(db: TestDb) {
         &agent.card("A", &["1.0"], json!({})),
     );
     let mut settings = scheduled(&db);
-    settings.schedule.probe_on_change = false;
-    settings.schedule.backoff = cardgate::domain::callee::Backoff {
+    settings.cards.probe_on_change = false;
+    settings.cards.backoff = cardgate::domain::callee::Backoff {
         base: Duration::from_secs(1),
         cap: Duration::from_secs(8),
     };

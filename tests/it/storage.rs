@@ -4,15 +4,16 @@ use std::sync::Arc;
 
 use cardgate::domain::callee::{Callee, CardUrl};
 use cardgate::domain::capability::Capability;
-use cardgate::domain::gate::{DemotionClass, GateError, GateState, SubjectState};
+use cardgate::domain::demotion::DemotionClass;
+use cardgate::domain::gate::{GateError, GateState, SubjectState};
 use cardgate::domain::ids::{CalleeId, ProbeRunId, ReportId, SnapshotId};
+use cardgate::domain::job::refresh_job;
 use cardgate::domain::ledger::{EventBody, NewEvent};
 use cardgate::domain::probe::RunStatus;
 use cardgate::domain::time::{self, Timestamp};
 use cardgate::domain::version::ProtocolVersion;
 use cardgate::service::ledger::verify;
 use cardgate::service::probe::probe_request;
-use cardgate::service::schedule::refresh_job;
 use cardgate::storage::RefreshRecord;
 use cardgate::storage::{Store, StoreError};
 

@@ -1,9 +1,10 @@
 //! What a newly fetched card means for a callee's subjects: the ledger events a refresh
 //! appends (trust-model.md, "Scheduling"; issue #3's refresh transitions).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use super::NormalizedCard;
+use crate::domain::capability::Capability;
 use crate::domain::gate::SubjectState;
 use crate::domain::ids::SnapshotId;
 use crate::domain::ledger::EventBody;
@@ -32,110 +33,110 @@ pub fn events_for(
     subjects: &BTreeMap<ProtocolVersion, SubjectState>,
     new: &NewCard<'_>,
 ) -> Vec<(ProtocolVersion, EventBody)> {
-    let mut events = Vec::new();
     match new {
         NewCard::Untrusted {
             snapshot_id,
             reason,
-        } => {
-            for (version, state) in subjects {
-                if !state.withdrawn && state.card_untrusted.is_none() {
-                    events.push((
-                        *version,
-                        EventBody::CardUntrusted {
-                            snapshot_id: *snapshot_id,
-                            reason: reason.to_string(),
-                        },
-                    ));
-                }
-            }
-        }
+        } => subjects
+            .iter()
+            .filter(|(_, state)| !state.withdrawn && state.card_untrusted.is_none())
+            .map(|(version, _)| {
+                let body = EventBody::CardUntrusted {
+                    snapshot_id: *snapshot_id,
+                    reason: reason.to_string(),
+                };
+                (*version, body)
+            })
+            .collect(),
         NewCard::Trusted {
-            snapshot_id,
-            sha256,
-            card,
-            previous,
-            changed,
+            snapshot_id, card, ..
         } => {
             let offered = card.advertised();
+            let mut events = Vec::new();
             for (version, advertised) in &offered {
                 let appeared = EventBody::VersionAppeared {
                     snapshot_id: *snapshot_id,
                     advertised: advertised.iter().copied().collect(),
                 };
-                match subjects.get(version) {
-                    None => events.push((*version, appeared)),
-                    Some(state) if state.withdrawn => events.push((*version, appeared)),
-                    Some(state) => {
-                        if state.card_untrusted.is_some() {
-                            events.push((
-                                *version,
-                                EventBody::CardTrustRestored {
-                                    snapshot_id: *snapshot_id,
-                                },
-                            ));
-                        }
-                        // A republish is recorded for the subjects whose interfaces or
-                        // advertised capabilities it moved;
-                        // a new description or skill list is in the snapshot, not in one
-                        // ledger event per version per refresh. Gate states never move on it.
-                        let moved = previous.is_none_or(|p| {
-                            p.interfaces_for(*version) != card.interfaces_for(*version)
-                                || p.advertised_for(*version) != card.advertised_for(*version)
-                        });
-                        if *changed && moved {
-                            events.push((
-                                *version,
-                                EventBody::CardRepublished {
-                                    snapshot_id: *snapshot_id,
-                                    sha256: sha256.to_string(),
-                                },
-                            ));
-                        }
-                        for cap in advertised
-                            .iter()
-                            .filter(|c| !state.advertised.contains_key(c))
-                        {
-                            events.push((
-                                *version,
-                                EventBody::CapabilityAdvertised {
-                                    capability: *cap,
-                                    snapshot_id: *snapshot_id,
-                                },
-                            ));
-                        }
-                        for cap in state.advertised.keys().filter(|c| !advertised.contains(c)) {
-                            events.push((
-                                *version,
-                                EventBody::CapabilityWithdrawn {
-                                    capability: *cap,
-                                    snapshot_id: *snapshot_id,
-                                },
-                            ));
-                        }
+                let bodies = match subjects.get(version) {
+                    Some(state) if !state.withdrawn => {
+                        offered_again(new, *version, advertised, state)
                     }
-                }
+                    _ => vec![appeared],
+                };
+                events.extend(bodies.into_iter().map(|b| (*version, b)));
             }
             for (version, state) in subjects {
                 if !state.withdrawn && !offered.contains_key(version) {
-                    if state.card_untrusted.is_some() {
-                        events.push((
-                            *version,
-                            EventBody::CardTrustRestored {
-                                snapshot_id: *snapshot_id,
-                            },
-                        ));
-                    }
-                    events.push((
-                        *version,
+                    let bodies = restored(state, *snapshot_id).into_iter().chain([
                         EventBody::VersionWithdrawn {
                             snapshot_id: *snapshot_id,
                         },
-                    ));
+                    ]);
+                    events.extend(bodies.map(|b| (*version, b)));
                 }
             }
+            events
         }
     }
+}
+
+/// A trust restored by the new trusted card, if the subject had lost it.
+fn restored(state: &SubjectState, snapshot_id: SnapshotId) -> Option<EventBody> {
+    state
+        .card_untrusted
+        .is_some()
+        .then_some(EventBody::CardTrustRestored { snapshot_id })
+}
+
+/// The events for a live subject whose version the trusted card `new` still offers.
+fn offered_again(
+    new: &NewCard<'_>,
+    version: ProtocolVersion,
+    advertised: &BTreeSet<Capability>,
+    state: &SubjectState,
+) -> Vec<EventBody> {
+    let NewCard::Trusted {
+        snapshot_id,
+        sha256,
+        card,
+        previous,
+        changed,
+    } = new
+    else {
+        return Vec::new();
+    };
+    let snapshot_id = *snapshot_id;
+    let mut events: Vec<EventBody> = restored(state, snapshot_id).into_iter().collect();
+    // A republish is recorded for the subjects whose interfaces or advertised capabilities it
+    // moved; a new description or skill list is in the snapshot, not in one ledger event per
+    // version per refresh. Gate states never move on it.
+    let moved = previous.is_none_or(|p| {
+        p.interfaces_for(version) != card.interfaces_for(version)
+            || p.advertised_for(version) != card.advertised_for(version)
+    });
+    if *changed && moved {
+        events.push(EventBody::CardRepublished {
+            snapshot_id,
+            sha256: sha256.to_string(),
+        });
+    }
+    let gained = advertised
+        .iter()
+        .filter(|c| !state.advertised.contains_key(c))
+        .map(|c| EventBody::CapabilityAdvertised {
+            capability: *c,
+            snapshot_id,
+        });
+    let lost = state
+        .advertised
+        .keys()
+        .filter(|c| !advertised.contains(c))
+        .map(|c| EventBody::CapabilityWithdrawn {
+            capability: *c,
+            snapshot_id,
+        });
+    events.extend(gained.chain(lost));
     events
 }
 

@@ -12,7 +12,7 @@ use super::{
 };
 use crate::domain::capability::Capability;
 use crate::domain::decision::CapabilityOutcome;
-use crate::domain::gate::DemotionClass;
+use crate::domain::demotion::DemotionClass;
 use crate::domain::time::Timestamp;
 use crate::domain::version::ProtocolVersion;
 
@@ -955,8 +955,18 @@ fn push(run: Option<&PushRun>, obs: &Observations) -> Finding {
     if let Some(why) = &run.skipped {
         return finding(CODE, Level::Policy, NotExercised, why.clone());
     }
+    if let Some(failed) = push_failure(run) {
+        return failed;
+    }
+    push_delivery(run, obs)
+}
+
+/// A push probe that failed outright: registration refused after the retry budget (the `push`
+/// trigger), or deliveries that were not cardgate's or not A2A events.
+fn push_failure(run: &PushRun) -> Option<Finding> {
+    const CODE: &str = "CAP-PUSH";
     if let Some(err) = &run.registration_error {
-        return Finding {
+        return Some(Finding {
             trigger: Some(DemotionClass::Push),
             ..finding(
                 CODE,
@@ -967,10 +977,10 @@ fn push(run: Option<&PushRun>, obs: &Observations) -> Finding {
                     run.attempts
                 ),
             )
-        };
+        });
     }
     if run.deliveries_without_token > 0 {
-        return finding(
+        return Some(finding(
             CODE,
             Level::Policy,
             Fail,
@@ -978,10 +988,10 @@ fn push(run: Option<&PushRun>, obs: &Observations) -> Finding {
                 "{} deliveries did not carry cardgate's token",
                 run.deliveries_without_token
             ),
-        );
+        ));
     }
     if run.malformed_deliveries > 0 {
-        return finding(
+        return Some(finding(
             CODE,
             Level::Policy,
             Fail,
@@ -989,8 +999,14 @@ fn push(run: Option<&PushRun>, obs: &Observations) -> Finding {
                 "{} deliveries were not A2A events",
                 run.malformed_deliveries
             ),
-        );
+        ));
     }
+    None
+}
+
+/// A push probe judged by what its webhook received: the push task's terminal state, or not.
+fn push_delivery(run: &PushRun, obs: &Observations) -> Finding {
+    const CODE: &str = "CAP-PUSH";
     let push_task = of_role(obs, TaskRole::Push);
     let terminal_delivered = push_task
         .iter()

@@ -13,10 +13,11 @@ use std::collections::BTreeMap;
 use std::fmt;
 
 use serde::{Deserialize, Serialize};
+use serde_json::Value;
 
 use super::capability::Capability;
 use super::decision::CapabilityOutcome;
-use super::gate::DemotionClass;
+use super::demotion::DemotionClass;
 use super::time::Timestamp;
 
 /// What the probe says to the callee. Set per callee at registration; defaults are neutral.
@@ -472,4 +473,12 @@ pub struct ProbeRun {
     pub ledger_seqs: Vec<i64>,
     /// The ledger head seq when the run started (see [`crate::domain::gate::ProbeStart`]).
     pub start_seq: Option<i64>,
+}
+
+/// A delivery to the push webhook.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PushDelivery {
+    pub received_at: Timestamp,
+    pub headers: Value,
+    pub body: Vec<u8>,
 }

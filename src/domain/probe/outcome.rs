@@ -59,7 +59,7 @@ pub fn ledger_events(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::domain::gate::DemotionClass;
+    use crate::domain::demotion::DemotionClass;
     use crate::domain::ids::SnapshotId;
     use crate::domain::probe::Verdict;
     use crate::domain::time::Timestamp;

@@ -22,7 +22,7 @@ use crate::domain::probe::{
 };
 use crate::domain::time;
 use crate::remote::a2a::{A2aClient, Answer, Outgoing, Streamed};
-use crate::remote::sse::SseEnd;
+use crate::remote::sse::{Frame, SseEnd};
 
 /// What the cycle needs to know about its target.
 pub struct Target<'a> {
@@ -134,6 +134,14 @@ impl<'a> Cycle<'a> {
             .rev()
             .find(|t| t.source == Source::Stream && t.call == call)
             .map(|t| t.state)
+    }
+
+    /// Whether stream `call` has shown a terminal state.
+    fn stream_saw_terminal(&self, call: u32) -> bool {
+        self.obs
+            .transitions
+            .iter()
+            .any(|t| t.source == Source::Stream && t.call == call && t.state.is_terminal())
     }
 
     fn ids(&self, role: TaskRole) -> TaskIds {
@@ -249,16 +257,9 @@ impl<'a> Cycle<'a> {
                     "  stream {call}: not an event stream ({})",
                     content_type.as_deref().unwrap_or("no content type")
                 ));
-                self.obs.streams.push(StreamRun {
-                    role: TaskRole::Lifecycle,
-                    call,
-                    event_stream: false,
-                    content_type,
-                    frames: 0,
-                    malformed_frames: 0,
-                    events_after_terminal: 0,
-                    end: StreamEnd::NotAStream,
-                });
+                let mut run = lifecycle_stream(call, false, content_type);
+                run.end = StreamEnd::NotAStream;
+                self.obs.streams.push(run);
                 self.answered(TaskRole::Lifecycle, call, answer)
             }
             Streamed::Events {
@@ -266,71 +267,14 @@ impl<'a> Cycle<'a> {
                 mut reader,
                 content_type,
             } => {
-                let mut run = StreamRun {
-                    role: TaskRole::Lifecycle,
-                    call,
-                    event_stream: true,
-                    content_type,
-                    frames: 0,
-                    malformed_frames: 0,
-                    events_after_terminal: 0,
-                    end: StreamEnd::Closed,
-                };
-                let mut terminal_seen = false;
+                let mut run = lifecycle_stream(call, true, content_type);
                 let end = loop {
-                    let frame = match reader.next().await {
-                        Ok(frame) => frame,
+                    match reader.next().await {
+                        Ok(frame) => self.stream_frame(&mut run, &frame, history).await,
                         Err(end) => break end,
-                    };
-                    self.client.record_frame(call, &frame);
-                    run.frames += 1;
-                    if terminal_seen {
-                        run.events_after_terminal += 1;
-                    }
-                    match self.client.frame_result(&frame) {
-                        Answer::Result(value) => {
-                            // This stream's own states only: a GetTask answered meanwhile may
-                            // be ahead of a stream that a proxy holds back.
-                            let before = self.stream_state(call);
-                            if self
-                                .observe(TaskRole::Lifecycle, Source::Stream, call, &value)
-                                .is_none()
-                            {
-                                run.malformed_frames += 1;
-                            }
-                            let now = self.stream_state(call);
-                            if now.is_some_and(TaskState::is_terminal) {
-                                terminal_seen = true;
-                            }
-                            // stateTransitionHistory: read the history at every state change.
-                            if history && now != before && !terminal_seen {
-                                self.get(TaskRole::Lifecycle, "lifecycle: GetTask (history)")
-                                    .await;
-                            }
-                        }
-                        Answer::Error { code, message } => {
-                            self.problem(
-                                TaskRole::Lifecycle,
-                                format!("stream {call} sent error {code}: {message}"),
-                            );
-                        }
-                        Answer::Broken(e) => {
-                            run.malformed_frames += 1;
-                            self.problem(
-                                TaskRole::Lifecycle,
-                                format!("stream {call}: malformed frame: {e}"),
-                            );
-                        }
                     }
                 };
-                run.end = match end {
-                    SseEnd::Closed => StreamEnd::Closed,
-                    SseEnd::Idle => StreamEnd::Idle,
-                    SseEnd::Deadline => StreamEnd::Deadline,
-                    SseEnd::TooManyEvents => StreamEnd::TooManyEvents,
-                    SseEnd::EventTooLarge => StreamEnd::EventTooLarge,
-                    SseEnd::Error(e) => StreamEnd::Error(e),
-                };
+                run.end = stream_end(end);
                 self.client
                     .record_stream_end(call, &format!("{:?}", run.end), started);
                 self.step(format!(
@@ -340,6 +284,49 @@ impl<'a> Cycle<'a> {
                 let had_task = self.ids(TaskRole::Lifecycle).task_id.is_some();
                 self.obs.streams.push(run);
                 had_task
+            }
+        }
+    }
+
+    /// One frame of the lifecycle stream `run`: recorded, counted, and its task observed. With
+    /// `history`, the task's history is read at every state change the stream shows.
+    async fn stream_frame(&mut self, run: &mut StreamRun, frame: &Frame, history: bool) {
+        let call = run.call;
+        self.client.record_frame(call, frame);
+        run.frames += 1;
+        // This stream's own states only: a GetTask answered meanwhile may be ahead of a stream
+        // that a proxy holds back.
+        let before = self.stream_state(call);
+        if self.stream_saw_terminal(call) {
+            run.events_after_terminal += 1;
+        }
+        match self.client.frame_result(frame) {
+            Answer::Result(value) => {
+                if self
+                    .observe(TaskRole::Lifecycle, Source::Stream, call, &value)
+                    .is_none()
+                {
+                    run.malformed_frames += 1;
+                }
+                let now = self.stream_state(call);
+                // stateTransitionHistory: read the history at every state change.
+                if history && now != before && !self.stream_saw_terminal(call) {
+                    self.get(TaskRole::Lifecycle, "lifecycle: GetTask (history)")
+                        .await;
+                }
+            }
+            Answer::Error { code, message } => {
+                self.problem(
+                    TaskRole::Lifecycle,
+                    format!("stream {call} sent error {code}: {message}"),
+                );
+            }
+            Answer::Broken(e) => {
+                run.malformed_frames += 1;
+                self.problem(
+                    TaskRole::Lifecycle,
+                    format!("stream {call}: malformed frame: {e}"),
+                );
             }
         }
     }
@@ -629,5 +616,31 @@ fn empty_push() -> PushRun {
         deliveries_without_token: 0,
         malformed_deliveries: 0,
         waited_ms: 0,
+    }
+}
+
+/// A lifecycle stream's record before its first frame.
+fn lifecycle_stream(call: u32, event_stream: bool, content_type: Option<String>) -> StreamRun {
+    StreamRun {
+        role: TaskRole::Lifecycle,
+        call,
+        event_stream,
+        content_type,
+        frames: 0,
+        malformed_frames: 0,
+        events_after_terminal: 0,
+        end: StreamEnd::Closed,
+    }
+}
+
+/// How the reader's end reads in the observations.
+fn stream_end(end: SseEnd) -> StreamEnd {
+    match end {
+        SseEnd::Closed => StreamEnd::Closed,
+        SseEnd::Idle => StreamEnd::Idle,
+        SseEnd::Deadline => StreamEnd::Deadline,
+        SseEnd::TooManyEvents => StreamEnd::TooManyEvents,
+        SseEnd::EventTooLarge => StreamEnd::EventTooLarge,
+        SseEnd::Error(e) => StreamEnd::Error(e),
     }
 }

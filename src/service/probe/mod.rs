@@ -10,22 +10,23 @@ use rand::RngCore;
 use serde_json::Value;
 use url::Url;
 
-use super::ServiceError;
-use super::callees::not_found;
+use super::require_callee;
+use super::{Missing, ServiceError, Services};
 use crate::domain::capability::Capability;
 use crate::domain::card::{CardInterface, NormalizedCard};
 use crate::domain::decision::ProbeFacts;
 use crate::domain::gate::ProbeStart;
 use crate::domain::ids::{CalleeId, JobId, ProbeRunId};
-use crate::domain::job::{self, Job, JobKind, JobStatus};
+use crate::domain::job::{self, Job};
 use crate::domain::probe::{
-    Judgement, Observations, ProbeRun, ProbeScript, PushReceipt, RunStatus, checks, outcome,
+    Judgement, Observations, ProbeRun, ProbeScript, PushDelivery, PushReceipt, RunStatus, checks,
+    outcome,
 };
 use crate::domain::time::Timestamp;
 use crate::domain::version::ProtocolVersion;
 use crate::remote::Outbound;
 use crate::remote::a2a::{A2aClient, CallLimits, Wire};
-use crate::storage::{FinishedRun, PushDelivery, Store, StoreError};
+use crate::storage::{FinishedRun, Store, StoreError};
 
 use cycle::{Cycle, Target};
 
@@ -239,10 +240,7 @@ pub async fn request(
     actor: &str,
     now: Timestamp,
 ) -> Result<ProbeRun, ServiceError> {
-    store
-        .callee(callee_id)
-        .await
-        .map_err(|e| not_found(e, callee_id))?;
+    require_callee(store, callee_id).await?;
     let subjects = store.subjects(callee_id).await?;
     let live: Vec<_> = subjects.iter().filter(|s| !s.state.withdrawn).collect();
     let subject = match version {
@@ -250,14 +248,11 @@ pub async fn request(
             .iter()
             .find(|s| s.protocol_version == v)
             .ok_or_else(|| {
-                let offered: Vec<String> = live
-                    .iter()
-                    .map(|s| s.protocol_version.to_string())
-                    .collect();
-                ServiceError::NotFound(format!(
-                    "the callee has no subject {v} (it offers {})",
-                    offered.join(", ")
-                ))
+                ServiceError::NotFound(Missing::Subject {
+                    callee: callee_id,
+                    version: v,
+                    offered: live.iter().map(|s| s.protocol_version).collect(),
+                })
             })?,
         None => match live.as_slice() {
             [only] => only,
@@ -330,23 +325,7 @@ pub fn probe_request(
     now: Timestamp,
 ) -> (ProbeRun, Job) {
     let run = queued_run(callee_id, version, reason, actor, now);
-    let job = Job {
-        id: JobId::new(),
-        kind: JobKind::Probe,
-        callee_id,
-        protocol_version: Some(version),
-        reason: reason.to_string(),
-        dedup_key: job::probe_key(callee_id, version),
-        status: JobStatus::Queued,
-        attempts: 0,
-        run_after: now,
-        lease_owner: None,
-        lease_until: None,
-        last_error: None,
-        probe_run_id: Some(run.id),
-        created_at: now,
-        updated_at: now,
-    };
+    let job = job::probe_job(callee_id, version, run.id, reason, now);
     (run, job)
 }
 
@@ -380,87 +359,28 @@ fn queued_run(
     }
 }
 
-/// Everything executing a probe job needs.
-pub struct ProbeContext<'a> {
-    pub store: &'a Store,
-    pub outbound: &'a Outbound,
-    pub settings: &'a ProbeSettings,
-    pub now: &'a (dyn Fn() -> Timestamp + Send + Sync),
-}
-
-/// Executes a claimed probe job held by `owner`.
-pub async fn execute(ctx: &ProbeContext<'_>, job: &Job, owner: &str) -> Result<(), anyhow::Error> {
-    let run_id = job
-        .probe_run_id
-        .ok_or_else(|| anyhow::anyhow!("probe job {} has no probe run", job.id))?;
-    let mut run = ctx.store.probe_run(run_id).await?;
-    match run.status {
-        RunStatus::Finished => {
-            ctx.store
-                .finish_job(job.id, owner, None, (ctx.now)())
-                .await?;
-            return Ok(());
-        }
-        RunStatus::Queued => {}
-        // Its worker died, or shutdown cut it short: that run never promotes; start afresh.
-        RunStatus::Running | RunStatus::Aborted => {
-            ctx.store
-                .abort_probe_run(
-                    run.id,
-                    "cut short: its worker stopped; a fresh run replaces it",
-                    (ctx.now)(),
-                )
-                .await?;
-            let fresh = queued_run(
-                run.callee_id,
-                run.protocol_version,
-                &run.reason,
-                &run.requested_by,
-                (ctx.now)(),
-            );
-            ctx.store.insert_probe_run(&fresh).await?;
-            ctx.store.set_job_probe_run(job.id, fresh.id).await?;
-            run = fresh;
-        }
-    }
-    let snapshot = ctx.store.latest_snapshot(run.callee_id).await?;
-    let Some(card) = snapshot
-        .as_ref()
-        .filter(|s| s.assessment.trusted)
-        .and_then(|s| s.assessment.card.clone())
-    else {
-        let why = "the callee's newest card is not trusted; nothing to probe";
-        ctx.store.abort_probe_run(run.id, why, (ctx.now)()).await?;
-        ctx.store
-            .finish_job(job.id, owner, Some(why), (ctx.now)())
-            .await?;
+/// Executes a claimed probe job held by `owner`: take its run, decide what to probe, drive the
+/// cycle, and record the outcome with the job's completion.
+pub async fn execute(services: &Services, job: &Job, owner: &str) -> Result<(), anyhow::Error> {
+    let Some(run) = take_run(services, job, owner).await? else {
         return Ok(());
     };
-    let script = ctx
-        .store
-        .callee(run.callee_id)
-        .await?
-        .probe_script
-        .unwrap_or_default();
-    let push = ctx.settings.public_url.as_ref().and_then(|base| {
-        base.join(&format!("v1/hooks/push/{}", run.push_token))
-            .ok()
-            .map(|url| (url, run.push_token.clone()))
-    });
-    let (interface, wire) = match choose_interface(&card, run.protocol_version) {
-        Ok(chosen) => chosen,
+    let plan = match plan(services, &run).await? {
+        Ok(plan) => plan,
         Err(why) => {
-            ctx.store.abort_probe_run(run.id, &why, (ctx.now)()).await?;
-            ctx.store
-                .finish_job(job.id, owner, Some(&why), (ctx.now)())
+            let now = services.now();
+            services.store.abort_probe_run(run.id, &why, now).await?;
+            services
+                .store
+                .finish_job(job.id, owner, Some(&why), now)
                 .await?;
             return Ok(());
         }
     };
-    let started_at = (ctx.now)();
-    let head_seq = ctx
+    let started_at = services.now();
+    let head_seq = services
         .store
-        .start_probe_run(run.id, &interface.url, wire.as_str(), started_at)
+        .start_probe_run(run.id, &plan.interface.url, plan.wire.as_str(), started_at)
         .await?;
     let start = ProbeStart {
         head_seq: Some(head_seq),
@@ -468,20 +388,119 @@ pub async fn execute(ctx: &ProbeContext<'_>, job: &Job, owner: &str) -> Result<(
     };
     tracing::info!(probe_run.id = %run.id, callee.id = %run.callee_id, version = %run.protocol_version, "probe of {} {} started", run.callee_id, run.protocol_version);
 
-    let inbox = StoreInbox(ctx.store);
     let output = probe_interface(
-        ctx.outbound,
-        ctx.settings,
-        &card,
+        &services.outbound,
+        &services.probe,
+        &plan.card,
         run.protocol_version,
-        &script,
-        push,
-        &inbox,
+        &plan.script,
+        plan.push,
+        &StoreInbox(&services.store),
         &LogProgress(run.id),
     )
     .await
     .map_err(|e| anyhow::anyhow!(e))?;
+    record(services, &run, &start, output, (job.id, owner)).await
+}
 
+/// The queued run `job` executes. `None` when the run already finished (the job is closed).
+/// A run a stopped worker left behind never promotes: it is aborted and a fresh one replaces it.
+async fn take_run(
+    services: &Services,
+    job: &Job,
+    owner: &str,
+) -> Result<Option<ProbeRun>, anyhow::Error> {
+    let run_id = job
+        .probe_run_id
+        .ok_or_else(|| anyhow::anyhow!("probe job {} has no probe run", job.id))?;
+    let run = services.store.probe_run(run_id).await?;
+    match run.status {
+        RunStatus::Queued => Ok(Some(run)),
+        RunStatus::Finished => {
+            services
+                .store
+                .finish_job(job.id, owner, None, services.now())
+                .await?;
+            Ok(None)
+        }
+        RunStatus::Running | RunStatus::Aborted => {
+            let now = services.now();
+            services
+                .store
+                .abort_probe_run(
+                    run.id,
+                    "cut short: its worker stopped; a fresh run replaces it",
+                    now,
+                )
+                .await?;
+            let fresh = queued_run(
+                run.callee_id,
+                run.protocol_version,
+                &run.reason,
+                &run.requested_by,
+                now,
+            );
+            services.store.insert_probe_run(&fresh).await?;
+            services.store.set_job_probe_run(job.id, fresh.id).await?;
+            Ok(Some(fresh))
+        }
+    }
+}
+
+/// What one run probes: the newest trusted card, the interface it offers for the run's
+/// version, the callee's script and cardgate's webhook.
+struct Plan {
+    card: NormalizedCard,
+    interface: CardInterface,
+    wire: Wire,
+    script: ProbeScript,
+    push: Option<(Url, String)>,
+}
+
+/// The plan for `run`, or why there is nothing to probe.
+async fn plan(services: &Services, run: &ProbeRun) -> Result<Result<Plan, String>, anyhow::Error> {
+    let snapshot = services.store.latest_snapshot(run.callee_id).await?;
+    let Some(card) = snapshot
+        .filter(|s| s.assessment.trusted)
+        .and_then(|s| s.assessment.card)
+    else {
+        return Ok(Err(
+            "the callee's newest card is not trusted; nothing to probe".into(),
+        ));
+    };
+    let (interface, wire) = match choose_interface(&card, run.protocol_version) {
+        Ok(chosen) => chosen,
+        Err(why) => return Ok(Err(why)),
+    };
+    let script = services
+        .store
+        .callee(run.callee_id)
+        .await?
+        .probe_script
+        .unwrap_or_default();
+    let push = services.probe.public_url.as_ref().and_then(|base| {
+        base.join(&format!("v1/hooks/push/{}", run.push_token))
+            .ok()
+            .map(|url| (url, run.push_token.clone()))
+    });
+    Ok(Ok(Plan {
+        card,
+        interface,
+        wire,
+        script,
+        push,
+    }))
+}
+
+/// Records a finished cycle: the run's evidence, the ledger events its judgement causes for
+/// the subject as it stands now, and the job's completion, in one transaction.
+async fn record(
+    services: &Services,
+    run: &ProbeRun,
+    start: &ProbeStart,
+    output: CycleOutput,
+    job: (JobId, &str),
+) -> Result<(), anyhow::Error> {
     let judgement = output.judgement;
     let finished = FinishedRun {
         passed: judgement.verdict.passed,
@@ -490,14 +509,14 @@ pub async fn execute(ctx: &ProbeContext<'_>, job: &Job, owner: &str) -> Result<(
         transcript: &output.transcript,
         actor: "probe",
     };
-    let appended = ctx
+    let appended = services
         .store
         .finish_probe_run(
             run.id,
-            Some((job.id, owner)),
+            Some(job),
             finished,
-            |state| outcome::ledger_events(state, run.id, &start, &judgement),
-            (ctx.now)(),
+            |state| outcome::ledger_events(state, run.id, start, &judgement),
+            services.now(),
         )
         .await?;
     let kinds: Vec<&str> = appended.iter().map(|(e, _)| e.kind.as_str()).collect();
@@ -550,8 +569,19 @@ pub fn facts(run: &ProbeRun) -> Option<ProbeFacts> {
 }
 
 pub async fn get(store: &Store, id: ProbeRunId) -> Result<ProbeRun, ServiceError> {
-    store.probe_run(id).await.map_err(|e| match e {
-        StoreError::NotFound => ServiceError::NotFound(format!("no probe run with id {id}")),
-        other => other.into(),
-    })
+    store
+        .probe_run(id)
+        .await
+        .map_err(ServiceError::missing(Missing::ProbeRun(id)))
+}
+
+/// A callee's probe runs, newest first, without their heavy evidence.
+pub async fn page(
+    store: &Store,
+    callee_id: CalleeId,
+    before: Option<ProbeRunId>,
+    limit: u32,
+) -> Result<Vec<ProbeRun>, ServiceError> {
+    require_callee(store, callee_id).await?;
+    Ok(store.probe_runs(callee_id, before, limit).await?)
 }

@@ -188,7 +188,7 @@ pub fn test_settings(target: DatabaseTarget) -> Settings {
     settings.probe.poll_interval = std::time::Duration::from_millis(50);
     settings.worker.poll = std::time::Duration::from_millis(100);
     // Tests that are about scheduling turn these on; the rest see no background probes.
-    settings.schedule.probe_on_change = false;
+    settings.cards.probe_on_change = false;
     settings
 }
 

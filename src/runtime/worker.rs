@@ -10,8 +10,10 @@ use tokio::sync::{Notify, Semaphore};
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
-use crate::app::AppState;
 use crate::domain::job::{Job, JobKind, MAX_ATTEMPTS};
+use crate::service::Services;
+use crate::service::callees::{self, Revalidate};
+use crate::service::probe;
 
 /// How the worker runs.
 #[derive(Debug, Clone)]
@@ -40,12 +42,8 @@ impl Default for WorkerSettings {
 }
 
 /// Runs until `shutdown` is cancelled, then drains.
-pub async fn run(
-    state: AppState,
-    settings: WorkerSettings,
-    wake: Arc<Notify>,
-    shutdown: CancellationToken,
-) {
+pub async fn run(services: Services, settings: WorkerSettings, shutdown: CancellationToken) {
+    let wake: Arc<Notify> = services.wake.clone();
     let permits = Arc::new(Semaphore::new(settings.concurrency.max(1)));
     let mut running = JoinSet::new();
     loop {
@@ -53,18 +51,18 @@ pub async fn run(
             () = shutdown.cancelled() => break,
             permit = permits.clone().acquire_owned() => permit.expect("the semaphore is never closed"),
         };
-        let now = state.now();
+        let now = services.now();
         let lease_until = now + chrono::Duration::from_std(settings.lease).unwrap_or_default();
-        match state
+        match services
             .store
             .claim_job(&settings.owner, lease_until, now)
             .await
         {
             Ok(Some(job)) => {
-                let (state, settings, shutdown) =
-                    (state.clone(), settings.clone(), shutdown.clone());
+                let (services, settings, shutdown) =
+                    (services.clone(), settings.clone(), shutdown.clone());
                 running.spawn(async move {
-                    run_job(&state, &settings, &job, &shutdown).await;
+                    run_job(&services, &settings, &job, &shutdown).await;
                     drop(permit);
                 });
                 continue;
@@ -92,7 +90,7 @@ pub async fn run(
 
 /// Runs one job while renewing its lease; on shutdown cuts it short and requeues it.
 async fn run_job(
-    state: &AppState,
+    services: &Services,
     settings: &WorkerSettings,
     job: &Job,
     shutdown: &CancellationToken,
@@ -105,67 +103,34 @@ async fn run_job(
             "gave up after {MAX_ATTEMPTS} attempts: each ended without an outcome (the worker stopped)"
         );
         tracing::error!(job.id = %job.id, "job {}: {why}", job.id);
-        let now = state.now();
-        if let Some(run) = job.probe_run_id {
-            let _ = state.store.abort_probe_run(run, &why, now).await;
-        }
-        let _ = state.store.finish_job(job.id, owner, Some(&why), now).await;
+        end_job(services, job, owner, &why, why.clone()).await;
         return;
     }
     tracing::info!(job.id = %job.id, kind = job.kind.as_str(), callee.id = %job.callee_id, attempt = job.attempts, "job {} started", job.id);
-    let renew = async {
-        let mut tick = tokio::time::interval(settings.lease / 3);
-        tick.tick().await;
-        loop {
-            tick.tick().await;
-            let now = state.now();
-            let until = now + chrono::Duration::from_std(settings.lease).unwrap_or_default();
-            match state.store.renew_lease(job.id, owner, until, now).await {
-                Ok(true) => {}
-                Ok(false) => return "the lease was lost",
-                Err(e) => tracing::warn!(error = ?e, job.id = %job.id, "renewing a lease failed"),
-            }
-        }
-    };
-    let work = execute(state, job, owner);
     let outcome = tokio::select! {
-        result = work => Some(result),
-        why = renew => {
+        result = execute(services, job, owner) => Some(result),
+        why = keep_lease(services, settings, job) => {
             tracing::warn!(job.id = %job.id, "job {} stopped: {why}", job.id);
             None
         }
         () = shutdown.cancelled() => None,
     };
-    let now = state.now();
     match outcome {
         Some(Ok(())) => {}
         Some(Err(e)) => {
             tracing::error!(job.id = %job.id, error = ?e, "job {} failed", job.id);
             // A failed job's run ends with it: it never promotes, and never stays `running`.
-            if let Some(run) = job.probe_run_id {
-                let _ = state
-                    .store
-                    .abort_probe_run(run, &format!("the probe job failed: {e:#}"), now)
-                    .await;
-            }
-            let _ = state
-                .store
-                .finish_job(job.id, owner, Some(&format!("{e:#}")), now)
-                .await;
+            let why = format!("the probe job failed: {e:#}");
+            end_job(services, job, owner, &why, format!("{e:#}")).await;
         }
         None => {
             // Cut short: a probe that did not finish never promotes.
+            let now = services.now();
             if let Some(run) = job.probe_run_id {
-                let _ = state
-                    .store
-                    .abort_probe_run(
-                        run,
-                        "cut short: cardgate shut down while the probe ran",
-                        now,
-                    )
-                    .await;
+                let why = "cut short: cardgate shut down while the probe ran";
+                let _ = services.store.abort_probe_run(run, why, now).await;
             }
-            let _ = state
+            let _ = services
                 .store
                 .requeue_job(job.id, owner, now, Some("cut short by shutdown"), now)
                 .await;
@@ -173,24 +138,45 @@ async fn run_job(
     }
 }
 
-async fn execute(state: &AppState, job: &Job, owner: &str) -> anyhow::Result<()> {
-    match job.kind {
-        JobKind::Probe => {
-            let now = || state.now();
-            let ctx = crate::service::probe::ProbeContext {
-                store: &state.store,
-                outbound: &state.outbound,
-                settings: &state.probe,
-                now: &now,
-            };
-            crate::service::probe::execute(&ctx, job, owner).await
+/// Renews `job`'s lease every third of its length; returns only when the lease is lost.
+async fn keep_lease(services: &Services, settings: &WorkerSettings, job: &Job) -> &'static str {
+    let owner = settings.owner.as_str();
+    let mut tick = tokio::time::interval(settings.lease / 3);
+    tick.tick().await;
+    loop {
+        tick.tick().await;
+        let now = services.now();
+        let until = now + chrono::Duration::from_std(settings.lease).unwrap_or_default();
+        match services.store.renew_lease(job.id, owner, until, now).await {
+            Ok(true) => {}
+            Ok(false) => return "the lease was lost",
+            Err(e) => tracing::warn!(error = ?e, job.id = %job.id, "renewing a lease failed"),
         }
+    }
+}
+
+/// Ends a job without an outcome: its probe run, if any, is aborted with `run_why` (it never
+/// promotes), and the job finishes failed with `job_error`. Best effort: a lease lost
+/// meanwhile means another worker owns the job now.
+async fn end_job(services: &Services, job: &Job, owner: &str, run_why: &str, job_error: String) {
+    let now = services.now();
+    if let Some(run) = job.probe_run_id {
+        let _ = services.store.abort_probe_run(run, run_why, now).await;
+    }
+    let _ = services
+        .store
+        .finish_job(job.id, owner, Some(&job_error), now)
+        .await;
+}
+
+async fn execute(services: &Services, job: &Job, owner: &str) -> anyhow::Result<()> {
+    match job.kind {
+        JobKind::Probe => probe::execute(services, job, owner).await,
         JobKind::Refresh => {
-            use crate::service::callees::{Revalidate, refresh};
             // A failed fetch is an outcome (recorded, backed off), not a failed job; the job
             // completes in the transaction that records it.
-            refresh(
-                state,
+            callees::refresh(
+                services,
                 job.callee_id,
                 Revalidate::IfChanged,
                 "scheduler",

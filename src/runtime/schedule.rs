@@ -10,12 +10,10 @@ use anyhow::Context;
 use serde::Serialize;
 use tokio_cron_scheduler::{Job as CronJob, JobScheduler};
 
-use crate::app::AppState;
-use crate::domain::callee::Backoff;
 use crate::domain::gate::GateState;
-use crate::domain::ids::{CalleeId, JobId};
-use crate::domain::job::{self, Job, JobKind, JobStatus};
-use crate::domain::time::{self, Timestamp};
+use crate::domain::job::{self, Job};
+use crate::domain::time::Timestamp;
+use crate::service::{ServiceError, Services, probe};
 
 /// When periodic work runs (6-field cron expressions, seconds first).
 #[derive(Debug, Clone)]
@@ -26,12 +24,8 @@ pub struct ScheduleSettings {
     pub reprobe: String,
     /// A subject whose newest probe started longer ago than this is re-probed.
     pub stale_after: Duration,
-    /// Backoff for callees whose card cannot be fetched.
-    pub backoff: Backoff,
     /// Most refresh jobs one sweep enqueues.
     pub sweep_limit: u32,
-    /// Queue probes when registration or a refresh reveals a new version or capability.
-    pub probe_on_change: bool,
     /// Finished jobs are kept this long for `/v1/jobs`, then pruned by the refresh sweep.
     pub job_retention: Duration,
 }
@@ -42,9 +36,7 @@ impl Default for ScheduleSettings {
             refresh: "0 */5 * * * *".into(),
             reprobe: "0 0 3 * * *".into(),
             stale_after: Duration::from_secs(7 * 24 * 3600),
-            backoff: Backoff::default(),
             sweep_limit: 50_000,
-            probe_on_change: true,
             job_retention: Duration::from_secs(24 * 3600),
         }
     }
@@ -82,14 +74,17 @@ impl Ticks {
 
 /// Enqueues a refresh job for every callee whose card is due (not in backoff). Idempotent: a
 /// callee with a refresh already queued or running is skipped by the queue's dedup key.
-pub async fn refresh_sweep(state: &AppState) -> anyhow::Result<usize> {
-    let now = state.now();
+pub async fn refresh_sweep(
+    services: &Services,
+    settings: &ScheduleSettings,
+) -> anyhow::Result<usize> {
+    let now = services.now();
     // A retention too long to subtract from now keeps every job.
-    let cutoff = chrono::Duration::from_std(state.schedule.job_retention)
+    let cutoff = chrono::Duration::from_std(settings.job_retention)
         .ok()
         .and_then(|retention| now.checked_sub_signed(retention));
     if let Some(cutoff) = cutoff {
-        let pruned = state
+        let pruned = services
             .store
             .prune_jobs(cutoff, 50_000)
             .await
@@ -98,9 +93,9 @@ pub async fn refresh_sweep(state: &AppState) -> anyhow::Result<usize> {
             tracing::debug!(pruned, "pruned finished jobs");
         }
     }
-    let due = state
+    let due = services
         .store
-        .due_for_refresh(now, state.schedule.sweep_limit)
+        .due_for_refresh(now, settings.sweep_limit)
         .await
         .context("listing due callees")?;
     let mut enqueued = 0;
@@ -108,36 +103,39 @@ pub async fn refresh_sweep(state: &AppState) -> anyhow::Result<usize> {
     for batch in due.chunks(1000) {
         let jobs: Vec<Job> = batch
             .iter()
-            .map(|callee| refresh_job(*callee, "schedule", now))
+            .map(|callee| job::refresh_job(*callee, "schedule", now))
             .collect();
-        enqueued += usize::try_from(state.store.enqueue_many(&jobs).await?).unwrap_or(0);
+        enqueued += usize::try_from(services.store.enqueue_many(&jobs).await?).unwrap_or(0);
     }
     if enqueued > 0 {
-        state.wake.notify_one();
+        services.wake.notify_one();
     }
     Ok(enqueued)
 }
 
 /// Enqueues a probe for every live subject that is demoted, never probed, or whose newest probe
 /// is older than `stale_after` (only a fresh passing probe re-promotes a demoted subject).
-pub async fn reprobe_sweep(state: &AppState) -> anyhow::Result<usize> {
-    let now = state.now();
-    let stale_before = now
-        - chrono::Duration::from_std(state.schedule.stale_after).unwrap_or(chrono::Duration::MAX);
+pub async fn reprobe_sweep(
+    services: &Services,
+    settings: &ScheduleSettings,
+) -> anyhow::Result<usize> {
+    let now = services.now();
+    let stale_before =
+        now - chrono::Duration::from_std(settings.stale_after).unwrap_or(chrono::Duration::MAX);
     let mut enqueued = 0;
     let mut after = None;
     loop {
-        let page = state.store.callee_ids(after, 500).await?;
+        let page = services.store.callee_ids(after, 500).await?;
         let Some(last) = page.last().copied() else {
             break;
         };
         after = Some(last);
         for callee in page {
-            for subject in state.store.subjects(callee).await? {
+            for subject in services.store.subjects(callee).await? {
                 if subject.state.withdrawn || subject.state.card_untrusted.is_some() {
                     continue;
                 }
-                let last = state
+                let last = services
                     .store
                     .latest_probe(callee, subject.protocol_version)
                     .await?;
@@ -153,8 +151,8 @@ pub async fn reprobe_sweep(state: &AppState) -> anyhow::Result<usize> {
                 } else {
                     "schedule: stale"
                 };
-                match crate::service::probe::enqueue_probe(
-                    &state.store,
+                match probe::enqueue_probe(
+                    &services.store,
                     callee,
                     subject.protocol_version,
                     reason,
@@ -164,57 +162,41 @@ pub async fn reprobe_sweep(state: &AppState) -> anyhow::Result<usize> {
                 .await
                 {
                     Ok(_) => enqueued += 1,
-                    Err(crate::service::ServiceError::Conflict(_)) => {}
+                    Err(ServiceError::Conflict(_)) => {}
                     Err(e) => return Err(anyhow::anyhow!("{e}")),
                 }
             }
         }
     }
     if enqueued > 0 {
-        state.wake.notify_one();
+        services.wake.notify_one();
     }
     Ok(enqueued)
 }
 
-pub fn refresh_job(callee: CalleeId, reason: &str, now: Timestamp) -> Job {
-    Job {
-        id: JobId::new(),
-        kind: JobKind::Refresh,
-        callee_id: callee,
-        protocol_version: None,
-        reason: reason.to_string(),
-        dedup_key: job::refresh_key(callee),
-        status: JobStatus::Queued,
-        attempts: 0,
-        run_after: now,
-        lease_owner: None,
-        lease_until: None,
-        last_error: None,
-        probe_run_id: None,
-        created_at: now,
-        updated_at: now,
-    }
-}
-
 /// Starts the cron scheduler. Each tick's outcome is kept in `ticks` and logged.
-pub async fn start(state: AppState, ticks: Arc<Ticks>) -> anyhow::Result<JobScheduler> {
+pub async fn start(
+    services: Services,
+    settings: Arc<ScheduleSettings>,
+    ticks: Arc<Ticks>,
+) -> anyhow::Result<JobScheduler> {
     let scheduler = JobScheduler::new()
         .await
         .context("creating the scheduler")?;
     for (name, expression) in [
-        ("refresh", state.schedule.refresh.clone()),
-        ("reprobe", state.schedule.reprobe.clone()),
+        ("refresh", settings.refresh.clone()),
+        ("reprobe", settings.reprobe.clone()),
     ] {
-        let (state, ticks) = (state.clone(), ticks.clone());
+        let (services, settings, ticks) = (services.clone(), settings.clone(), ticks.clone());
         let job = CronJob::new_async(expression.as_str(), move |_id, _scheduler| {
-            let (state, ticks) = (state.clone(), ticks.clone());
+            let (services, settings, ticks) = (services.clone(), settings.clone(), ticks.clone());
             Box::pin(async move {
                 let result = match name {
-                    "refresh" => refresh_sweep(&state).await,
-                    _ => reprobe_sweep(&state).await,
+                    "refresh" => refresh_sweep(&services, &settings).await,
+                    _ => reprobe_sweep(&services, &settings).await,
                 };
                 let tick = Tick {
-                    at: time::now(),
+                    at: services.now(),
                     enqueued: *result.as_ref().unwrap_or(&0),
                     error: result.as_ref().err().map(|e| format!("{e:#}")),
                 };
