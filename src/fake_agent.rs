@@ -366,6 +366,10 @@ fn rpc_result(req: &Value, result: Value) -> Response {
     Json(json!({"jsonrpc": "2.0", "id": req["id"], "result": result})).into_response()
 }
 
+/// Answers one JSON-RPC request.
+///
+/// Long on purpose: one arm per A2A method (both wire versions' names side by side), so the
+/// test double's whole surface reads in one place.
 async fn dispatch(s: Arc<Shared>, req: Value, v1: bool) -> Response {
     let method = req["method"].as_str().unwrap_or_default();
     let params = &req["params"];
@@ -501,6 +505,9 @@ fn register_inline(s: &Shared, task_id: &str, params: &Value, v1: bool) {
 
 /// Starts a turn: a new task (submitted) or a follow-up on an interrupted one. Returns the
 /// task id and the updates to play.
+///
+/// Long on purpose: each behaviour switch of the test double shapes the turn here, one after
+/// another, so what a switch does is found in one place.
 fn begin_turn(
     s: &Shared,
     message: &Value,

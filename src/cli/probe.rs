@@ -161,24 +161,9 @@ async fn run_inner(args: ProbeArgs) -> Result<ExitCode, String> {
         .transpose()?;
     let script = script_of(&args);
     script.validate()?;
-    let trusted_keys = read_keys(&args)?;
     let outbound = Outbound::new(args.outbound.outbound().map_err(|e| e.to_string())?)
         .map_err(|e| e.to_string())?;
-    let discovery = Discovery::new(outbound.clone(), args.outbound.discovery());
-
-    eprintln!("fetching the card at {card_url}");
-    let fetched = discovery
-        .fetch(&card_url, None)
-        .await
-        .map_err(|e| format!("the card could not be fetched: {e}"))?;
-    let Fetch::Body { url, bytes, .. } = fetched else {
-        return Err("the card server answered 304 to an unconditional request".into());
-    };
-    let assessment = discovery.assess(&url, &bytes, trusted_keys.as_ref()).await;
-    eprintln!(
-        "card from {url}: signature {}",
-        assessment.signature.status()
-    );
+    let (url, assessment) = fetch_card(&args, &outbound, &card_url).await?;
     let Some(card) = assessment.card.clone().filter(|_| assessment.trusted) else {
         let problem = assessment.problem.clone().unwrap_or_default();
         report_untrusted(&args, url.as_str(), &problem);
@@ -237,6 +222,30 @@ async fn run_inner(args: ProbeArgs) -> Result<ExitCode, String> {
     } else {
         ExitCode::from(1)
     })
+}
+
+/// Fetches the card at `card_url` and judges it, with the keys `--trusted-keys` pins.
+async fn fetch_card(
+    args: &ProbeArgs,
+    outbound: &Outbound,
+    card_url: &CardUrl,
+) -> Result<(url::Url, Assessment), String> {
+    let trusted_keys = read_keys(args)?;
+    let discovery = Discovery::new(outbound.clone(), args.outbound.discovery());
+    eprintln!("fetching the card at {card_url}");
+    let fetched = discovery
+        .fetch(card_url, None)
+        .await
+        .map_err(|e| format!("the card could not be fetched: {e}"))?;
+    let Fetch::Body { url, bytes, .. } = fetched else {
+        return Err("the card server answered 304 to an unconditional request".into());
+    };
+    let assessment = discovery.assess(&url, &bytes, trusted_keys.as_ref()).await;
+    eprintln!(
+        "card from {url}: signature {}",
+        assessment.signature.status()
+    );
+    Ok((url, assessment))
 }
 
 /// The probe script from the flags, the defaults where a flag is absent.

@@ -417,30 +417,27 @@ fn capability(
             ),
         );
     }
+    probed(id, cap, probe)
+}
+
+/// What the probe found of an advertised `cap` it covered.
+fn probed(id: String, cap: Capability, probe: &ProbeFacts) -> Condition {
+    let run = probe.probe_run_id;
     match probe.capabilities.get(&cap) {
-        Some(CapabilityOutcome::Passed) => cond(
-            id,
-            Pass,
-            format!("probe {} verified {cap}", probe.probe_run_id),
-        ),
+        Some(CapabilityOutcome::Passed) => cond(id, Pass, format!("probe {run} verified {cap}")),
         Some(CapabilityOutcome::Failed { reason }) => cond(
             id,
             Fail,
-            format!("probe {} found {cap} broken: {reason}", probe.probe_run_id),
+            format!("probe {run} found {cap} broken: {reason}"),
         ),
         Some(CapabilityOutcome::NotExercised { reason }) => cond(
             id,
             Unknown,
-            format!(
-                "probe {} could not exercise {cap}: {reason}",
-                probe.probe_run_id
-            ),
+            format!("probe {run} could not exercise {cap}: {reason}"),
         ),
-        Some(CapabilityOutcome::NotAdvertised) | None => cond(
-            id,
-            Unknown,
-            format!("probe {} did not check {cap}", probe.probe_run_id),
-        ),
+        Some(CapabilityOutcome::NotAdvertised) | None => {
+            cond(id, Unknown, format!("probe {run} did not check {cap}"))
+        }
     }
 }
 

@@ -102,6 +102,8 @@ impl utoipa::Modify for BearerScheme {
 struct CommonResponses;
 
 impl utoipa::Modify for CommonResponses {
+    // Long on purpose: one walk over every operation, adding each common status where it
+    // applies; the rules for which status applies where read best side by side.
     fn modify(&self, doc: &mut utoipa::openapi::OpenApi) {
         use utoipa::openapi::{ContentBuilder, Ref, ResponseBuilder};
         let error = |description: &str| {

@@ -12,7 +12,7 @@ use tokio::time::Instant;
 use url::Url;
 
 use super::sse::{Frame, SseLimits, SseReader};
-use super::{Outbound, read_capped};
+use super::{FetchError, Outbound, read_capped};
 use crate::domain::time::{self, Timestamp};
 use crate::domain::version::ProtocolVersion;
 
@@ -394,19 +394,9 @@ impl A2aClient {
             }
         };
         let started = Instant::now();
-        let timeout = self.call_timeout();
-        let sent = tokio::time::timeout(
-            timeout,
-            self.outbound
-                .send(request.header(ACCEPT, "text/event-stream")),
-        )
-        .await
-        .unwrap_or_else(|_| {
-            Err(crate::remote::FetchError::Timeout {
-                url: self.url.to_string(),
-                secs: timeout.as_secs(),
-            })
-        });
+        let sent = self
+            .send_timed(request.header(ACCEPT, "text/event-stream"))
+            .await;
         let response = match sent {
             Ok(r) => r,
             Err(e) => {
@@ -421,31 +411,61 @@ impl A2aClient {
         };
         let status = response.status().as_u16();
         let content_type = content_type(response.headers());
-        if status == 200
-            && content_type
-                .as_deref()
-                .is_some_and(|c| c.starts_with("text/event-stream"))
-        {
-            self.finish(
-                call,
-                started,
-                Some(status),
-                content_type.clone(),
-                None,
-                None,
-            );
-            let limits = SseLimits {
-                max_event_bytes: self.limits.max_event_bytes,
-                max_events: self.limits.max_events,
-                idle: self.limits.idle,
-                deadline,
-            };
-            return Streamed::Events {
-                call,
-                reader: Box::new(SseReader::new(response, limits)),
-                content_type,
-            };
+        let event_stream = content_type
+            .as_deref()
+            .is_some_and(|c| c.starts_with("text/event-stream"));
+        if status != 200 || !event_stream {
+            return self
+                .plain_answer(call, started, status, content_type, response)
+                .await;
         }
+        self.finish(
+            call,
+            started,
+            Some(status),
+            content_type.clone(),
+            None,
+            None,
+        );
+        let limits = SseLimits {
+            max_event_bytes: self.limits.max_event_bytes,
+            max_events: self.limits.max_events,
+            idle: self.limits.idle,
+            deadline,
+        };
+        Streamed::Events {
+            call,
+            reader: Box::new(SseReader::new(response, limits)),
+            content_type,
+        }
+    }
+
+    /// Sends `request`, bounded by the call timeout.
+    async fn send_timed(
+        &self,
+        request: reqwest::RequestBuilder,
+    ) -> Result<reqwest::Response, FetchError> {
+        let timeout = self.call_timeout();
+        tokio::time::timeout(timeout, self.outbound.send(request))
+            .await
+            .unwrap_or_else(|_| {
+                Err(FetchError::Timeout {
+                    url: self.url.to_string(),
+                    secs: timeout.as_secs(),
+                })
+            })
+    }
+
+    /// A streaming send answered with something other than an event stream: its body, read
+    /// within the call timeout and interpreted like any answer.
+    async fn plain_answer(
+        &mut self,
+        call: u32,
+        started: Instant,
+        status: u16,
+        content_type: Option<String>,
+        response: reqwest::Response,
+    ) -> Streamed {
         let read = tokio::time::timeout(
             self.call_timeout(),
             read_capped(response, self.limits.max_body),

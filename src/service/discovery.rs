@@ -17,11 +17,16 @@ use url::Url;
 
 use crate::domain::callee::CardUrl;
 use crate::domain::card::canonical::canonicalize_card;
-use crate::domain::card::signature::{self, EntryOutcome, KeySet, KeySource, SignatureVerdict};
+use crate::domain::card::signature::{
+    self, EntryOutcome, KeySet, KeySource, ProtectedHeader, SignatureVerdict,
+};
 use crate::domain::card::{Assessment, CardCaps, CardSnapshot, parse_card};
 use crate::domain::ids::{CalleeId, SnapshotId};
 use crate::domain::time::Timestamp;
 use crate::remote::{FetchError, Limits, Outbound, Redirects};
+
+/// The key sets one card's signatures named, fetched or refused, by `jku`.
+type KeySets = HashMap<String, Result<KeySet, String>>;
 
 /// The well-known card path (v0.3+, v1.0) and the legacy one (v0.2).
 pub const WELL_KNOWN: [&str; 2] = ["/.well-known/agent-card.json", "/.well-known/agent.json"];
@@ -266,45 +271,61 @@ impl Discovery {
         // Every signature may name its own key set: a few distinct ones are fetched, all
         // within one deadline, so a card cannot make cardgate wait on a slow origin per entry.
         let deadline = Instant::now() + self.settings.fetch_timeout;
-        let mut jwks_cache: HashMap<String, Result<KeySet, String>> = HashMap::new();
+        let mut key_sets = KeySets::default();
         let mut outcomes = Vec::with_capacity(entries.len());
         for entry in &entries {
-            let keys = match (&pinned, &entry.header) {
-                (Some(pinned), _) => Ok(pinned.clone()),
-                (None, Err(_)) => Err(String::new()), // the header itself is the problem
-                (None, Ok(header)) => match &header.jku {
-                    None => Err(
-                        "no trusted_keys are pinned for this callee and the signature names no jku"
-                            .to_string(),
-                    ),
-                    Some(jku) => {
-                        if !jwks_cache.contains_key(jku) {
-                            let fetched = if jwks_cache.len() >= self.settings.max_key_sets {
-                                Err(format!(
-                                    "the card names more than {} distinct jku key sets; the rest are not fetched",
-                                    self.settings.max_key_sets
-                                ))
-                            } else {
-                                self.fetch_jwks(jku, card_url, deadline).await
-                            };
-                            jwks_cache.insert(jku.clone(), fetched);
-                        }
-                        jwks_cache[jku].clone()
-                    }
-                },
-            };
-            let outcome = match (keys, &entry.header) {
-                (_, Err(reason)) => {
+            let outcome = match &entry.header {
+                Err(reason) => {
                     EntryOutcome::Invalid(format!("signature {}: {reason}", entry.index))
                 }
-                (Ok(keys), Ok(_)) => signature::verify_entry(entry, &canonical.payload, &keys),
-                (Err(reason), Ok(_)) => {
-                    EntryOutcome::KeyUnavailable(format!("signature {}: {reason}", entry.index))
+                Ok(header) => {
+                    let keys = match &pinned {
+                        Some(pinned) => Ok(pinned.clone()),
+                        None => {
+                            self.keys_named(header, card_url, deadline, &mut key_sets)
+                                .await
+                        }
+                    };
+                    match keys {
+                        Ok(keys) => signature::verify_entry(entry, &canonical.payload, &keys),
+                        Err(reason) => EntryOutcome::KeyUnavailable(format!(
+                            "signature {}: {reason}",
+                            entry.index
+                        )),
+                    }
                 }
             };
             outcomes.push((entry.index, outcome));
         }
         (signature::verdict(outcomes), canonical.uncovered)
+    }
+
+    /// The key set a signature's header names by `jku`, fetched once per card and at most
+    /// `max_key_sets` distinct ones.
+    async fn keys_named(
+        &self,
+        header: &ProtectedHeader,
+        card_url: &Url,
+        deadline: Instant,
+        key_sets: &mut KeySets,
+    ) -> Result<KeySet, String> {
+        let Some(jku) = &header.jku else {
+            return Err(
+                "no trusted_keys are pinned for this callee and the signature names no jku".into(),
+            );
+        };
+        if !key_sets.contains_key(jku) {
+            let fetched = if key_sets.len() >= self.settings.max_key_sets {
+                Err(format!(
+                    "the card names more than {} distinct jku key sets; the rest are not fetched",
+                    self.settings.max_key_sets
+                ))
+            } else {
+                self.fetch_jwks(jku, card_url, deadline).await
+            };
+            key_sets.insert(jku.clone(), fetched);
+        }
+        key_sets[jku].clone()
     }
 
     /// Fetches a `jku` key set: only on the card's origin, through the guarded client.

@@ -63,6 +63,15 @@ pub(crate) trait AppendEvents {
         events: &[NewEvent],
         now: Timestamp,
     ) -> Result<Vec<(EventRecord, Subject)>, StoreError>;
+
+    /// The stored subject of `event`, if it has one.
+    async fn subject_of(&mut self, event: &NewEvent) -> Result<Option<Subject>, StoreError>;
+
+    /// Writes one sealed event.
+    async fn insert_event(&mut self, record: &EventRecord) -> Result<(), StoreError>;
+
+    /// Writes a subject's new state: an insert for its first event, else an update.
+    async fn save_subject(&mut self, subject: &Subject, exists: bool) -> Result<(), StoreError>;
 }
 
 macro_rules! impl_append_events {
@@ -91,66 +100,84 @@ macro_rules! impl_append_events {
                 let (mut seq, mut prev_hash) = head.unwrap_or((0, GENESIS_HASH.to_string()));
                 let mut appended = Vec::with_capacity(events.len());
                 for event in events {
-                    let version = event.protocol_version.to_string();
-                    let current: Option<SubjectRow> = sqlx::query_as(concat!(
-                        "select ",
-                        subject_columns!(),
-                        " from subjects where callee_id = $1 and protocol_version = $2"
-                    ))
-                    .bind(event.callee_id.0)
-                    .bind(&version)
-                    .fetch_optional(&mut **self)
-                    .await?;
-                    let current: Option<Subject> = current.map(TryInto::try_into).transpose()?;
+                    let current = self.subject_of(event).await?;
                     seq += 1;
                     let record = EventRecord::seal(event, seq, &prev_hash, now);
                     // The domain decides; a refused event fails before anything is written.
                     let subject = Subject::after(current.as_ref(), event, &record)?;
-                    sqlx::query(concat!(
-                        "insert into ledger (",
-                        event_columns!(),
-                        ") values ($1, $2, $3, $4, $5, $6, $7, $8, $9)"
-                    ))
-                    .bind(record.seq)
-                    .bind(record.callee_id.0)
-                    .bind(&record.protocol_version)
-                    .bind(&record.kind)
-                    .bind(record.data.to_string())
-                    .bind(&record.actor)
-                    .bind(record.recorded_at)
-                    .bind(&record.prev_hash)
-                    .bind(&record.hash)
-                    .execute(&mut **self)
-                    .await?;
-
-                    let state_json =
-                        serde_json::to_string(&subject.state).expect("subject state serializes");
-                    let sql = if current.is_some() {
-                        "update subjects set gate_state = $3, state = $4, last_seq = $5, \
-                         last_hash = $6, last_change_seq = $7, last_change_at = $8 \
-                         where callee_id = $1 and protocol_version = $2 and created_at = $9"
-                    } else {
-                        "insert into subjects (callee_id, protocol_version, gate_state, state, \
-                         last_seq, last_hash, last_change_seq, last_change_at, created_at) \
-                         values ($1, $2, $3, $4, $5, $6, $7, $8, $9)"
-                    };
-                    sqlx::query(sql)
-                        .bind(event.callee_id.0)
-                        .bind(&version)
-                        .bind(subject.gate().as_str())
-                        .bind(state_json)
-                        .bind(subject.last_seq)
-                        .bind(&subject.last_hash)
-                        .bind(subject.last_change.seq)
-                        .bind(subject.last_change.at)
-                        .bind(subject.created_at)
-                        .execute(&mut **self)
-                        .await?;
-
+                    self.insert_event(&record).await?;
+                    self.save_subject(&subject, current.is_some()).await?;
                     prev_hash = record.hash.clone();
                     appended.push((record, subject));
                 }
                 Ok(appended)
+            }
+
+            async fn subject_of(
+                &mut self,
+                event: &NewEvent,
+            ) -> Result<Option<Subject>, StoreError> {
+                let row: Option<SubjectRow> = sqlx::query_as(concat!(
+                    "select ",
+                    subject_columns!(),
+                    " from subjects where callee_id = $1 and protocol_version = $2"
+                ))
+                .bind(event.callee_id.0)
+                .bind(event.protocol_version.to_string())
+                .fetch_optional(&mut **self)
+                .await?;
+                row.map(TryInto::try_into).transpose()
+            }
+
+            async fn insert_event(&mut self, record: &EventRecord) -> Result<(), StoreError> {
+                sqlx::query(concat!(
+                    "insert into ledger (",
+                    event_columns!(),
+                    ") values ($1, $2, $3, $4, $5, $6, $7, $8, $9)"
+                ))
+                .bind(record.seq)
+                .bind(record.callee_id.0)
+                .bind(&record.protocol_version)
+                .bind(&record.kind)
+                .bind(record.data.to_string())
+                .bind(&record.actor)
+                .bind(record.recorded_at)
+                .bind(&record.prev_hash)
+                .bind(&record.hash)
+                .execute(&mut **self)
+                .await?;
+                Ok(())
+            }
+
+            async fn save_subject(
+                &mut self,
+                subject: &Subject,
+                exists: bool,
+            ) -> Result<(), StoreError> {
+                let state_json =
+                    serde_json::to_string(&subject.state).map_err(StoreError::corrupt)?;
+                let sql = if exists {
+                    "update subjects set gate_state = $3, state = $4, last_seq = $5, \
+                     last_hash = $6, last_change_seq = $7, last_change_at = $8 \
+                     where callee_id = $1 and protocol_version = $2 and created_at = $9"
+                } else {
+                    "insert into subjects (callee_id, protocol_version, gate_state, state, \
+                     last_seq, last_hash, last_change_seq, last_change_at, created_at) \
+                     values ($1, $2, $3, $4, $5, $6, $7, $8, $9)"
+                };
+                sqlx::query(sql)
+                    .bind(subject.callee_id.0)
+                    .bind(subject.protocol_version.to_string())
+                    .bind(subject.gate().as_str())
+                    .bind(state_json)
+                    .bind(subject.last_seq)
+                    .bind(&subject.last_hash)
+                    .bind(subject.last_change.seq)
+                    .bind(subject.last_change.at)
+                    .bind(subject.created_at)
+                    .execute(&mut **self)
+                    .await?;
+                Ok(())
             }
         }
     };

@@ -277,6 +277,9 @@ pub fn canonicalize_card(card: &Value) -> Result<Canonical, CanonicalError> {
 }
 
 /// Step 1: a2a-sdk `parse_agent_card`'s compatibility mapping.
+///
+/// Long on purpose: it is the SDK's mapping, one legacy field after another in the SDK's own
+/// order, so that it can be checked against that source line by line; split, it could not.
 fn map_legacy(
     mut card: Map<String, Value>,
     uncovered: &mut Vec<String>,
@@ -481,6 +484,9 @@ fn read_message(
     Ok(out)
 }
 
+/// One value read as its model `kind` says, in the proto JSON form the SDK signs.
+///
+/// Long on purpose: one arm per kind of the model, each a few lines; the match is the table.
 fn read_value(
     value: &Value,
     kind: Kind,

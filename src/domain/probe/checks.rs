@@ -8,7 +8,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use super::{
     Channel, Finding, FindingStatus, Judgement, Level, Observations, PushRun, Source, Spelling,
-    StreamEnd, TaskRole, TaskState, Transition, Verdict,
+    StreamEnd, StreamRun, TaskRole, TaskState, Transition, Verdict,
 };
 use crate::domain::capability::Capability;
 use crate::domain::decision::CapabilityOutcome;
@@ -876,25 +876,8 @@ fn streaming(obs: &Observations) -> Finding {
             "no streaming call was made",
         );
     };
-    if let Some(plain) = streams.iter().find(|s| !s.event_stream) {
-        return finding(
-            CODE,
-            Level::Policy,
-            Fail,
-            format!(
-                "streaming is advertised, but stream {} answered with {} instead of text/event-stream",
-                plain.call,
-                plain.content_type.as_deref().unwrap_or("no content type")
-            ),
-        );
-    }
-    if let Some(bad) = streams.iter().find(|s| s.malformed_frames > 0) {
-        return finding(
-            CODE,
-            Level::Policy,
-            Fail,
-            format!("stream {} sent malformed frames", bad.call),
-        );
+    if let Some(why) = unusable_stream(&streams) {
+        return finding(CODE, Level::Policy, Fail, why);
     }
     let calls = stream_calls(obs);
     let events: usize = streams
@@ -940,6 +923,22 @@ fn streaming(obs: &Observations) -> Finding {
             format!("the stream ended ({end:?}) before a terminal state"),
         ),
     }
+}
+
+/// Why the lifecycle streams cannot count as streaming at all: one was not an event stream,
+/// or one sent malformed frames.
+fn unusable_stream(streams: &[&StreamRun]) -> Option<String> {
+    if let Some(plain) = streams.iter().find(|s| !s.event_stream) {
+        return Some(format!(
+            "streaming is advertised, but stream {} answered with {} instead of text/event-stream",
+            plain.call,
+            plain.content_type.as_deref().unwrap_or("no content type")
+        ));
+    }
+    streams
+        .iter()
+        .find(|s| s.malformed_frames > 0)
+        .map(|bad| format!("stream {} sent malformed frames", bad.call))
 }
 
 fn push(run: Option<&PushRun>, obs: &Observations) -> Finding {

@@ -429,10 +429,25 @@ impl<'a> Cycle<'a> {
             return;
         };
         let mut run = empty_push();
+        self.follow_push_task(&mut run, target, token, inbox, started)
+            .await;
+        self.register_webhook(&mut run, &task_id, url, token).await;
+        self.obs.push = Some(run);
+    }
+
+    /// Waits for the push task's deliveries; an interrupted task gets the script's next
+    /// follow-up, so that it has a terminal state to deliver.
+    async fn follow_push_task(
+        &mut self,
+        run: &mut PushRun,
+        target: &Target<'_>,
+        token: &str,
+        inbox: &dyn PushInbox,
+        started: Instant,
+    ) {
         let mut follow_ups = target.script.follow_ups.iter();
         loop {
-            self.await_deliveries(&mut run, token, inbox, started).await;
-            // An interrupted task is moved on, so that it has a terminal state to deliver.
+            self.await_deliveries(run, token, inbox, started).await;
             let state = self.get(TaskRole::Push, "push: GetTask").await;
             let Some(s) = state.filter(|s| s.is_interrupted()) else {
                 break;
@@ -457,8 +472,6 @@ impl<'a> Cycle<'a> {
                 break;
             }
         }
-        self.register_webhook(&mut run, &task_id, url, token).await;
-        self.obs.push = Some(run);
     }
 
     /// Registers the webhook through the push-config method, within the retry budget. The
