@@ -450,17 +450,15 @@ fn not_demoted(posture: &Posture, subject: Option<&SubjectFacts>) -> Condition {
             format!("the callee has no subject for {}", posture.caller_version),
         );
     };
-    let state = &subject.state;
-    if state.gate != GateState::Demoted {
+    let GateState::Demoted { at, classes, .. } = &subject.state.gate else {
         return cond(ID, Pass, "the subject has not been demoted");
-    }
-    let applicable: Vec<&str> = state
-        .demotion_classes
+    };
+    let applicable: Vec<&str> = classes
         .iter()
         .filter(|c| !(posture.dedup == Dedup::None && **c == DemotionClass::Timestamp))
         .map(|c| c.as_str())
         .collect();
-    let at = state.demoted_at.map(time::format).unwrap_or_default();
+    let at = time::format(*at);
     if applicable.is_empty() {
         cond(
             ID,

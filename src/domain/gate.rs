@@ -18,13 +18,48 @@ use super::ledger::{EventBody, EventRecord, NewEvent};
 use super::time::Timestamp;
 use super::version::ProtocolVersion;
 
-/// The one-way promotion ladder of a subject.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
+/// The one-way promotion ladder of a subject. A demoted subject carries its demotion.
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum GateState {
     CardTrusted,
     LifecycleTrusted,
+    Demoted {
+        /// When the last trigger was recorded (for people; rules use `seq`).
+        at: Timestamp,
+        /// The ledger seq of the last trigger: a re-promoting probe must have started after
+        /// it in ledger order. `None` on states folded before seqs were kept.
+        seq: Option<i64>,
+        /// Every trigger class since the subject was last trusted.
+        classes: BTreeSet<DemotionClass>,
+    },
+}
+
+/// A gate state without its data: what is stored beside it, and what tables compare.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum GateKind {
+    CardTrusted,
+    LifecycleTrusted,
     Demoted,
+}
+
+impl GateState {
+    pub fn kind(&self) -> GateKind {
+        match self {
+            Self::CardTrusted => GateKind::CardTrusted,
+            Self::LifecycleTrusted => GateKind::LifecycleTrusted,
+            Self::Demoted { .. } => GateKind::Demoted,
+        }
+    }
+
+    pub fn is_demoted(&self) -> bool {
+        matches!(self, Self::Demoted { .. })
+    }
+
+    /// Demoted, with `class` among the reasons.
+    pub fn demoted_for(&self, class: DemotionClass) -> bool {
+        matches!(self, Self::Demoted { classes, .. } if classes.contains(&class))
+    }
 }
 
 /// What callers are told: the gate, or `untrusted` when the current card cannot be trusted.
@@ -54,18 +89,12 @@ impl fmt::Display for EffectiveGate {
     }
 }
 
-/// Everything the ledger says about one subject, folded.
+/// Everything the ledger says about one subject, folded. Stored as JSON in the flat form of
+/// [`StoredSubjectState`]; a stored state that breaks the rules fails to read, as corrupt.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(try_from = "StoredSubjectState", into = "StoredSubjectState")]
 pub struct SubjectState {
     pub gate: GateState,
-    /// When the subject was last demoted (for people; rules use `demoted_seq`).
-    pub demoted_at: Option<Timestamp>,
-    /// The ledger seq of the last demotion: a re-promoting probe must have started after it
-    /// in ledger order. `None` on states folded before seqs were kept.
-    #[serde(default)]
-    pub demoted_seq: Option<i64>,
-    /// Why it is demoted (empty unless `gate` is `Demoted`).
-    pub demotion_classes: BTreeSet<DemotionClass>,
     /// Set while the callee's current card cannot be trusted, with the reason.
     pub card_untrusted: Option<String>,
     /// The current card no longer offers this version.
@@ -75,8 +104,67 @@ pub struct SubjectState {
     pub advertised: BTreeMap<Capability, Timestamp>,
     /// The ledger seq of the event that started each current advertisement: a probe that
     /// started before it says nothing about the capability.
-    #[serde(default)]
     pub advertised_seq: BTreeMap<Capability, i64>,
+}
+
+/// The stored form of [`SubjectState`]: the gate's kind and its demotion side by side, as
+/// every stored row has it.
+#[derive(Serialize, Deserialize)]
+struct StoredSubjectState {
+    gate: GateKind,
+    demoted_at: Option<Timestamp>,
+    #[serde(default)]
+    demoted_seq: Option<i64>,
+    demotion_classes: BTreeSet<DemotionClass>,
+    card_untrusted: Option<String>,
+    withdrawn: bool,
+    advertised: BTreeMap<Capability, Timestamp>,
+    #[serde(default)]
+    advertised_seq: BTreeMap<Capability, i64>,
+}
+
+impl TryFrom<StoredSubjectState> for SubjectState {
+    type Error = String;
+
+    fn try_from(s: StoredSubjectState) -> Result<Self, String> {
+        let gate = match (s.gate, s.demoted_at) {
+            (GateKind::CardTrusted, _) => GateState::CardTrusted,
+            (GateKind::LifecycleTrusted, _) => GateState::LifecycleTrusted,
+            (GateKind::Demoted, Some(at)) => GateState::Demoted {
+                at,
+                seq: s.demoted_seq,
+                classes: s.demotion_classes,
+            },
+            (GateKind::Demoted, None) => return Err("a demoted subject without demoted_at".into()),
+        };
+        Ok(Self {
+            gate,
+            card_untrusted: s.card_untrusted,
+            withdrawn: s.withdrawn,
+            advertised: s.advertised,
+            advertised_seq: s.advertised_seq,
+        })
+    }
+}
+
+impl From<SubjectState> for StoredSubjectState {
+    fn from(s: SubjectState) -> Self {
+        let kind = s.gate.kind();
+        let (demoted_at, demoted_seq, demotion_classes) = match s.gate {
+            GateState::Demoted { at, seq, classes } => (Some(at), seq, classes),
+            _ => (None, None, BTreeSet::new()),
+        };
+        Self {
+            gate: kind,
+            demoted_at,
+            demoted_seq,
+            demotion_classes,
+            card_untrusted: s.card_untrusted,
+            withdrawn: s.withdrawn,
+            advertised: s.advertised,
+            advertised_seq: s.advertised_seq,
+        }
+    }
 }
 
 /// Where a probe run started, in ledger order: the ledger head seq it recorded when it
@@ -123,9 +211,6 @@ impl SubjectState {
         };
         Ok(Self {
             gate: GateState::CardTrusted,
-            demoted_at: None,
-            demoted_seq: None,
-            demotion_classes: BTreeSet::new(),
             card_untrusted: None,
             withdrawn: false,
             advertised: advertised.iter().map(|c| (*c, at)).collect(),
@@ -135,7 +220,10 @@ impl SubjectState {
 
     /// Whether a probe that started at `start` is fresh for the current demotion.
     pub fn fresh_for_repromotion(&self, start: &ProbeStart) -> bool {
-        start.is_after(self.demoted_seq, self.demoted_at)
+        match &self.gate {
+            GateState::Demoted { at, seq, .. } => start.is_after(*seq, Some(*at)),
+            _ => false,
+        }
     }
 
     /// The state after `body`, the event at ledger `seq` recorded at `at`; an error when the
@@ -172,48 +260,60 @@ impl SubjectState {
                 probe_started_at,
                 probe_start_seq,
                 ..
-            } => match self.gate {
-                GateState::CardTrusted => next.gate = GateState::LifecycleTrusted,
-                GateState::LifecycleTrusted => {
-                    return Err(GateError::PromotionRefused(
-                        "the subject is already lifecycle-trusted".into(),
-                    ));
-                }
-                GateState::Demoted => {
-                    let start = ProbeStart {
-                        head_seq: *probe_start_seq,
-                        at: *probe_started_at,
-                    };
-                    if !self.fresh_for_repromotion(&start) {
-                        return Err(GateError::PromotionRefused(format!(
-                            "the probe started at ledger seq {} and the subject was demoted at \
-                             seq {}; only a probe that started after the demotion re-promotes",
-                            start.head_seq.map_or("?".into(), |s| s.to_string()),
-                            self.demoted_seq.map_or("?".into(), |s| s.to_string()),
-                        )));
-                    }
-                    next.gate = GateState::LifecycleTrusted;
-                    next.demoted_at = None;
-                    next.demoted_seq = None;
-                    next.demotion_classes.clear();
-                }
-            },
-            EventBody::Demoted { class, .. } => match self.gate {
-                GateState::CardTrusted => return Err(GateError::DemotionRefused("card-trusted")),
-                GateState::LifecycleTrusted | GateState::Demoted => {
-                    // A second trigger while demoted adds its class and restarts the clock:
-                    // the re-promoting probe must postdate every known violation.
-                    next.gate = GateState::Demoted;
-                    next.demoted_at = Some(at);
-                    next.demoted_seq = Some(seq);
-                    next.demotion_classes.insert(*class);
-                }
-            },
+            } => {
+                let start = ProbeStart {
+                    head_seq: *probe_start_seq,
+                    at: *probe_started_at,
+                };
+                next.gate = self.promoted(&start)?;
+            }
+            EventBody::Demoted { class, .. } => next.gate = self.demoted(*class, at, seq)?,
             EventBody::CardRepublished { .. }
             | EventBody::ProbeFinished { .. }
             | EventBody::ReportReceived { .. } => {}
         }
         Ok(next)
+    }
+
+    /// The gate after a passing probe that started at `start`.
+    fn promoted(&self, start: &ProbeStart) -> Result<GateState, GateError> {
+        match &self.gate {
+            GateState::CardTrusted => Ok(GateState::LifecycleTrusted),
+            GateState::LifecycleTrusted => Err(GateError::PromotionRefused(
+                "the subject is already lifecycle-trusted".into(),
+            )),
+            GateState::Demoted { .. } if self.fresh_for_repromotion(start) => {
+                Ok(GateState::LifecycleTrusted)
+            }
+            GateState::Demoted { seq, .. } => Err(GateError::PromotionRefused(format!(
+                "the probe started at ledger seq {} and the subject was demoted at seq {}; only a \
+                 probe that started after the demotion re-promotes",
+                start.head_seq.map_or("?".into(), |s| s.to_string()),
+                seq.map_or("?".into(), |s| s.to_string()),
+            ))),
+        }
+    }
+
+    /// The gate after a `class` trigger recorded at ledger `seq`, at `at`.
+    fn demoted(
+        &self,
+        class: DemotionClass,
+        at: Timestamp,
+        seq: i64,
+    ) -> Result<GateState, GateError> {
+        let mut classes = match &self.gate {
+            GateState::CardTrusted => return Err(GateError::DemotionRefused("card-trusted")),
+            GateState::LifecycleTrusted => BTreeSet::new(),
+            GateState::Demoted { classes, .. } => classes.clone(),
+        };
+        // A second trigger while demoted adds its class and restarts the clock: the
+        // re-promoting probe must postdate every known violation.
+        classes.insert(class);
+        Ok(GateState::Demoted {
+            at,
+            seq: Some(seq),
+            classes,
+        })
     }
 
     /// Folds a subject's events in ledger order. `None` for no events.
@@ -238,7 +338,7 @@ impl SubjectState {
         match self.gate {
             GateState::CardTrusted => EffectiveGate::CardTrusted,
             GateState::LifecycleTrusted => EffectiveGate::LifecycleTrusted,
-            GateState::Demoted => EffectiveGate::Demoted,
+            GateState::Demoted { .. } => EffectiveGate::Demoted,
         }
     }
 }
@@ -344,12 +444,12 @@ mod tests {
     type Case = (
         &'static str,
         Vec<(EventBody, i64)>,
-        Result<GateState, &'static str>,
+        Result<GateKind, &'static str>,
     );
 
     #[test]
     fn gate_derivation_table() {
-        use GateState::*;
+        use GateKind::*;
         let table: Vec<Case> = vec![
             (
                 "new subject starts card-trusted",
@@ -408,7 +508,7 @@ mod tests {
                     (demoted(DemotionClass::Push), 20),
                     (promoted(20), 30),
                 ],
-                Ok(GateState::LifecycleTrusted),
+                Ok(GateKind::LifecycleTrusted),
             ),
             (
                 "a republish moves nothing",
@@ -445,7 +545,7 @@ mod tests {
         for (name, events, expected) in table {
             let got = run(&events);
             match (got, expected) {
-                (Ok(Some(state)), Ok(gate)) => assert_eq!(state.gate, gate, "{name}"),
+                (Ok(Some(state)), Ok(gate)) => assert_eq!(state.gate.kind(), gate, "{name}"),
                 (Err(err), Err(prefix)) => {
                     assert!(err.to_string().starts_with(prefix), "{name}: {err}")
                 }
@@ -465,18 +565,21 @@ mod tests {
         .unwrap()
         .unwrap();
         assert_eq!(
-            state.demotion_classes,
-            BTreeSet::from([DemotionClass::Timestamp, DemotionClass::History])
+            state.gate,
+            GateState::Demoted {
+                at: t(40),
+                seq: Some(40),
+                classes: BTreeSet::from([DemotionClass::Timestamp, DemotionClass::History]),
+            }
         );
-        assert_eq!(state.demoted_at, Some(t(40)));
         // A probe that started between the two demotions no longer re-promotes.
         assert!(matches!(
             state.apply(&promoted(30), t(50), 50),
             Err(GateError::PromotionRefused(why)) if why.contains("demoted at seq 40")
         ));
         let again = state.apply(&promoted(41), t(50), 50).unwrap();
+        // Trusted again, with no demotion left behind.
         assert_eq!(again.gate, GateState::LifecycleTrusted);
-        assert!(again.demotion_classes.is_empty());
     }
 
     #[test]
@@ -568,5 +671,28 @@ mod tests {
             state.apply(&appeared(&[]), t(40), 40),
             Err(GateError::AlreadyStarted)
         );
+    }
+
+    #[test]
+    fn the_stored_form_round_trips_and_a_demotion_without_its_time_is_refused() {
+        let state = run(&[
+            (appeared(&[]), 0),
+            (promoted(5), 10),
+            (demoted(DemotionClass::Push), 20),
+        ])
+        .unwrap()
+        .unwrap();
+        let stored = serde_json::to_value(&state).unwrap();
+        // The flat form every stored row has.
+        assert_eq!(stored["gate"], "demoted");
+        assert_eq!(stored["demoted_seq"], 20);
+        assert_eq!(stored["demotion_classes"], serde_json::json!(["push"]));
+        let back: SubjectState = serde_json::from_value(stored.clone()).unwrap();
+        assert_eq!(back, state);
+
+        let mut corrupt = stored;
+        corrupt["demoted_at"] = serde_json::Value::Null;
+        let err = serde_json::from_value::<SubjectState>(corrupt).unwrap_err();
+        assert!(err.to_string().contains("without demoted_at"), "{err}");
     }
 }

@@ -295,9 +295,9 @@ pub fn consequences(report: &Report, state: &SubjectState) -> (Vec<EventBody>, R
         trigger: report.trigger.as_str().to_string(),
         reporter: report.reporter.clone(),
     }];
-    let demotes = match state.gate {
+    let demotes = match &state.gate {
         GateState::LifecycleTrusted => true,
-        GateState::Demoted => !state.demotion_classes.contains(&report.class),
+        GateState::Demoted { classes, .. } => !classes.contains(&report.class),
         GateState::CardTrusted => false,
     };
     if !demotes {
@@ -315,6 +315,7 @@ pub fn consequences(report: &Report, state: &SubjectState) -> (Vec<EventBody>, R
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::domain::gate::GateKind;
     use serde_json::json;
 
     fn status(state: &str, ts: bool) -> Value {
@@ -448,16 +449,21 @@ mod tests {
     }
 
     /// A subject in `gate`, demoted for `Timestamp` when `gate` is `Demoted`.
-    fn subject_in(gate: GateState) -> SubjectState {
+    fn subject_in(gate: GateKind) -> SubjectState {
         let appeared = EventBody::VersionAppeared {
             snapshot_id: crate::domain::ids::SnapshotId::new(),
             advertised: Vec::new(),
         };
         let mut s = SubjectState::start(&appeared, Timestamp::default(), 1).unwrap();
-        s.gate = gate;
-        if gate == GateState::Demoted {
-            s.demotion_classes.insert(DemotionClass::Timestamp);
-        }
+        s.gate = match gate {
+            GateKind::CardTrusted => GateState::CardTrusted,
+            GateKind::LifecycleTrusted => GateState::LifecycleTrusted,
+            GateKind::Demoted => GateState::Demoted {
+                at: Timestamp::default(),
+                seq: Some(2),
+                classes: [DemotionClass::Timestamp].into(),
+            },
+        };
         s
     }
 
@@ -478,7 +484,7 @@ mod tests {
 
     #[test]
     fn the_report_policy_demotes_only_what_it_may() {
-        use GateState::{CardTrusted, Demoted, LifecycleTrusted};
+        use GateKind::{CardTrusted, Demoted, LifecycleTrusted};
         use Trigger::{DuplicateTerminal, TerminalWithoutTimestamp};
         let cases = [
             (

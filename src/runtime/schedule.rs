@@ -10,7 +10,6 @@ use anyhow::Context;
 use serde::Serialize;
 use tokio_cron_scheduler::{Job as CronJob, JobScheduler};
 
-use crate::domain::gate::GateState;
 use crate::domain::job::{self, Job};
 use crate::domain::time::Timestamp;
 use crate::service::{ServiceError, Services, probe};
@@ -139,14 +138,14 @@ pub async fn reprobe_sweep(
                     .store
                     .latest_probe(callee, subject.protocol_version)
                     .await?;
-                let due = subject.state.gate == GateState::Demoted
+                let due = subject.state.gate.is_demoted()
                     || last
                         .as_ref()
                         .is_none_or(|r| r.started_at.unwrap_or(r.created_at) < stale_before);
                 if !due {
                     continue;
                 }
-                let reason = if subject.state.gate == GateState::Demoted {
+                let reason = if subject.state.gate.is_demoted() {
                     "schedule: demoted"
                 } else {
                     "schedule: stale"

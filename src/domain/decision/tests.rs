@@ -1,6 +1,7 @@
 //! Table-driven tests of every decision condition.
 
 use super::*;
+use crate::domain::gate::GateKind;
 use crate::domain::time::Timestamp;
 use chrono::{TimeZone, Utc};
 
@@ -46,13 +47,19 @@ fn card(interfaces: Vec<OfferedInterface>) -> CardFacts {
     }
 }
 
-fn subject(gate: GateState, classes: &[DemotionClass], caps: &[(Capability, i64)]) -> SubjectFacts {
+fn subject(gate: GateKind, classes: &[DemotionClass], caps: &[(Capability, i64)]) -> SubjectFacts {
+    let gate = match gate {
+        GateKind::CardTrusted => GateState::CardTrusted,
+        GateKind::LifecycleTrusted => GateState::LifecycleTrusted,
+        GateKind::Demoted => GateState::Demoted {
+            at: t(50),
+            seq: Some(50),
+            classes: classes.iter().copied().collect(),
+        },
+    };
     SubjectFacts {
         state: SubjectState {
             gate,
-            demoted_at: (gate == GateState::Demoted).then(|| t(50)),
-            demoted_seq: (gate == GateState::Demoted).then_some(50),
-            demotion_classes: classes.iter().copied().collect(),
             card_untrusted: None,
             withdrawn: false,
             // Each advertisement began with the event at ledger seq `at`, at `at` seconds.
@@ -87,7 +94,7 @@ fn all_good() -> DecisionInput {
     DecisionInput {
         card: Some(card(vec![interface("1.0", true, &[Capability::Streaming])])),
         subject: Some(subject(
-            GateState::LifecycleTrusted,
+            GateKind::LifecycleTrusted,
             &[],
             &[(Capability::Streaming, 0)],
         )),
@@ -345,33 +352,21 @@ fn cases() -> Vec<(&'static str, Posture, Tweak, &'static str, ConditionStatus)>
         (
             "timestamp demotion fails a timestamp-dedup caller",
             strict(),
-            |i| {
-                i.subject = Some(subject(
-                    GateState::Demoted,
-                    &[DemotionClass::Timestamp],
-                    &[],
-                ))
-            },
+            |i| i.subject = Some(subject(GateKind::Demoted, &[DemotionClass::Timestamp], &[])),
             "not-demoted",
             Fail,
         ),
         (
             "timestamp demotion does not apply to dedup=none",
             relaxed(),
-            |i| {
-                i.subject = Some(subject(
-                    GateState::Demoted,
-                    &[DemotionClass::Timestamp],
-                    &[],
-                ))
-            },
+            |i| i.subject = Some(subject(GateKind::Demoted, &[DemotionClass::Timestamp], &[])),
             "not-demoted",
             Pass,
         ),
         (
             "history demotion applies to dedup=none",
             relaxed(),
-            |i| i.subject = Some(subject(GateState::Demoted, &[DemotionClass::History], &[])),
+            |i| i.subject = Some(subject(GateKind::Demoted, &[DemotionClass::History], &[])),
             "not-demoted",
             Fail,
         ),
@@ -380,7 +375,7 @@ fn cases() -> Vec<(&'static str, Posture, Tweak, &'static str, ConditionStatus)>
             relaxed(),
             |i| {
                 i.subject = Some(subject(
-                    GateState::Demoted,
+                    GateKind::Demoted,
                     &[DemotionClass::Timestamp, DemotionClass::Push],
                     &[],
                 ))
@@ -477,7 +472,7 @@ fn a_card_trusted_subject_with_untimestamped_submit_is_authoritative_only_withou
     // the subject was never promoted.
     let mut input = all_good();
     input.subject = Some(subject(
-        GateState::CardTrusted,
+        GateKind::CardTrusted,
         &[],
         &[(Capability::Streaming, 0)],
     ));

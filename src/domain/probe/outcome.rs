@@ -30,7 +30,7 @@ pub fn ledger_events(
     }];
     let promotable = match state.gate {
         GateState::CardTrusted => true,
-        GateState::Demoted => state.fresh_for_repromotion(start),
+        GateState::Demoted { .. } => state.fresh_for_repromotion(start),
         GateState::LifecycleTrusted => false,
     };
     if judgement.verdict.passed && promotable {
@@ -42,7 +42,7 @@ pub fn ledger_events(
     }
     if state.gate != GateState::CardTrusted {
         for (class, reason) in &judgement.verdict.triggers {
-            let known = state.gate == GateState::Demoted && state.demotion_classes.contains(class);
+            let known = state.gate.demoted_for(*class);
             if !known {
                 events.push(EventBody::Demoted {
                     class: *class,
@@ -60,6 +60,7 @@ pub fn ledger_events(
 mod tests {
     use super::*;
     use crate::domain::demotion::DemotionClass;
+    use crate::domain::gate::GateKind;
     use crate::domain::ids::SnapshotId;
     use crate::domain::probe::Verdict;
     use crate::domain::time::Timestamp;
@@ -86,18 +87,21 @@ mod tests {
 
     /// A subject in `gate`; `demoted` is the demotion's ledger seq, recorded at that many
     /// seconds on the appending process's clock.
-    fn state(gate: GateState, demoted: Option<i64>) -> SubjectState {
+    fn state(gate: GateKind, demoted: Option<i64>) -> SubjectState {
         let appeared = EventBody::VersionAppeared {
             snapshot_id: SnapshotId::new(),
             advertised: Vec::new(),
         };
         let mut s = SubjectState::start(&appeared, t(0), 1).unwrap();
-        s.gate = gate;
-        s.demoted_at = demoted.map(t);
-        s.demoted_seq = demoted;
-        if gate == GateState::Demoted {
-            s.demotion_classes.insert(DemotionClass::Timestamp);
-        }
+        s.gate = match gate {
+            GateKind::CardTrusted => GateState::CardTrusted,
+            GateKind::LifecycleTrusted => GateState::LifecycleTrusted,
+            GateKind::Demoted => GateState::Demoted {
+                at: t(demoted.unwrap_or(0)),
+                seq: demoted,
+                classes: [DemotionClass::Timestamp].into(),
+            },
+        };
         s
     }
 
@@ -119,70 +123,70 @@ mod tests {
         let table: Vec<Case> = vec![
             (
                 "pass promotes card-trusted",
-                state(GateState::CardTrusted, None),
+                state(GateKind::CardTrusted, None),
                 (10, 10),
                 judgement(true, &[]),
                 vec!["probe-finished", "promoted"],
             ),
             (
                 "pass keeps lifecycle-trusted",
-                state(GateState::LifecycleTrusted, None),
+                state(GateKind::LifecycleTrusted, None),
                 (10, 10),
                 judgement(true, &[]),
                 vec!["probe-finished"],
             ),
             (
                 "fresh pass re-promotes demoted",
-                state(GateState::Demoted, Some(5)),
+                state(GateKind::Demoted, Some(5)),
                 (10, 10),
                 judgement(true, &[]),
                 vec!["probe-finished", "promoted"],
             ),
             (
                 "a probe that saw the demotion as the ledger head is fresh",
-                state(GateState::Demoted, Some(5)),
+                state(GateKind::Demoted, Some(5)),
                 (5, 10),
                 judgement(true, &[]),
                 vec!["probe-finished", "promoted"],
             ),
             (
                 "stale pass does not re-promote",
-                state(GateState::Demoted, Some(20)),
+                state(GateKind::Demoted, Some(20)),
                 (10, 10),
                 judgement(true, &[]),
                 vec!["probe-finished"],
             ),
             (
                 "the worker's clock behind: fresh in ledger order, re-promotes",
-                state(GateState::Demoted, Some(20)),
+                state(GateKind::Demoted, Some(20)),
                 (25, 15),
                 judgement(true, &[]),
                 vec!["probe-finished", "promoted"],
             ),
             (
                 "the worker's clock ahead: stale in ledger order, does not re-promote",
-                state(GateState::Demoted, Some(20)),
+                state(GateKind::Demoted, Some(20)),
                 (15, 25),
                 judgement(true, &[]),
                 vec!["probe-finished"],
             ),
             (
                 "trigger demotes lifecycle-trusted",
-                state(GateState::LifecycleTrusted, None),
+                state(GateKind::LifecycleTrusted, None),
                 (10, 10),
                 judgement(false, &[DemotionClass::History]),
                 vec!["probe-finished", "demoted"],
             ),
             (
                 "trigger on card-trusted is only recorded",
-                state(GateState::CardTrusted, None),
+                state(GateKind::CardTrusted, None),
                 (10, 10),
                 judgement(false, &[DemotionClass::Timestamp]),
                 vec!["probe-finished"],
             ),
             (
                 "a known class on a demoted subject is not repeated",
-                state(GateState::Demoted, Some(5)),
+                state(GateKind::Demoted, Some(5)),
                 (10, 10),
                 judgement(false, &[DemotionClass::Timestamp, DemotionClass::Terminal]),
                 vec!["probe-finished", "demoted"],
@@ -207,8 +211,10 @@ mod tests {
 
     #[test]
     fn runs_and_demotions_from_before_seqs_were_kept_fall_back_to_their_times() {
-        let mut legacy = state(GateState::Demoted, Some(20));
-        legacy.demoted_seq = None;
+        let mut legacy = state(GateKind::Demoted, Some(20));
+        if let GateState::Demoted { seq, .. } = &mut legacy.gate {
+            *seq = None;
+        }
         let after = ProbeStart {
             head_seq: Some(3),
             at: t(30),
