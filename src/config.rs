@@ -28,7 +28,7 @@ pub struct DatabaseArgs {
     pub database_url: Option<String>,
 
     /// Maximum database connections per process.
-    #[arg(long, env = "CARDGATE_DB_MAX_CONNECTIONS", default_value_t = 16)]
+    #[arg(long, env = "CARDGATE_DB_MAX_CONNECTIONS", default_value_t = PoolSettings::default().max_connections)]
     pub db_max_connections: u32,
 }
 
@@ -55,11 +55,11 @@ pub struct ServeArgs {
     pub database: DatabaseArgs,
 
     /// Largest accepted request body, in bytes.
-    #[arg(long, env = "CARDGATE_MAX_BODY_BYTES", default_value_t = 64 * 1024)]
+    #[arg(long, env = "CARDGATE_MAX_BODY_BYTES", default_value_t = HttpLimits::default().body_bytes)]
     pub max_body_bytes: usize,
 
     /// Longest a request may take before it is answered 503, in seconds.
-    #[arg(long, env = "CARDGATE_REQUEST_TIMEOUT_SECS", default_value_t = 30)]
+    #[arg(long, env = "CARDGATE_REQUEST_TIMEOUT_SECS", default_value_t = HttpLimits::default().request_timeout.as_secs())]
     pub request_timeout_secs: u64,
 
     #[command(flatten)]
@@ -85,24 +85,24 @@ pub struct AccessArgs {
     pub admin_token: Option<String>,
 
     /// Requests per second each key may make on average.
-    #[arg(long, env = "CARDGATE_RATE_LIMIT_PER_SEC", default_value_t = 20.0)]
+    #[arg(long, env = "CARDGATE_RATE_LIMIT_PER_SEC", default_value_t = AuthSettings::default().rate_per_sec)]
     pub rate_limit_per_sec: f64,
 
     /// Requests a key may burst above the average.
-    #[arg(long, env = "CARDGATE_RATE_LIMIT_BURST", default_value_t = 100.0)]
+    #[arg(long, env = "CARDGATE_RATE_LIMIT_BURST", default_value_t = AuthSettings::default().burst)]
     pub rate_limit_burst: f64,
 
     /// Per client address: failed authentications and requests to `/readyz` and the push
     /// webhook per second (none of it reaches the database past the limit).
-    #[arg(long, env = "CARDGATE_ANONYMOUS_RATE_PER_SEC", default_value_t = 10.0)]
+    #[arg(long, env = "CARDGATE_ANONYMOUS_RATE_PER_SEC", default_value_t = AuthSettings::default().anonymous_per_sec)]
     pub anonymous_rate_per_sec: f64,
 
     /// What one client address may burst above that average.
-    #[arg(long, env = "CARDGATE_ANONYMOUS_BURST", default_value_t = 50.0)]
+    #[arg(long, env = "CARDGATE_ANONYMOUS_BURST", default_value_t = AuthSettings::default().anonymous_burst)]
     pub anonymous_burst: f64,
 
     /// Longest accepted query string, in bytes.
-    #[arg(long, env = "CARDGATE_MAX_QUERY_BYTES", default_value_t = 2048)]
+    #[arg(long, env = "CARDGATE_MAX_QUERY_BYTES", default_value_t = AuthSettings::default().max_query_bytes)]
     pub max_query_bytes: usize,
 }
 
@@ -158,43 +158,43 @@ pub struct OutboundArgs {
 
     /// Require a verified card signature for `card-trusted`. `false` admits unsigned cards (the
     /// decision then says so); an invalid signature is never accepted.
-    #[arg(long, env = "CARDGATE_REQUIRE_SIGNED_CARDS", default_value_t = true, action = clap::ArgAction::Set)]
+    #[arg(long, env = "CARDGATE_REQUIRE_SIGNED_CARDS", default_value_t = DiscoverySettings::default().require_signed, action = clap::ArgAction::Set)]
     pub require_signed_cards: bool,
 
     /// Largest card accepted, in bytes; a larger download is aborted.
-    #[arg(long, env = "CARDGATE_MAX_CARD_BYTES", default_value_t = 512 * 1024)]
+    #[arg(long, env = "CARDGATE_MAX_CARD_BYTES", default_value_t = DiscoverySettings::default().max_card_bytes)]
     pub max_card_bytes: usize,
 
     /// Deadline for fetching a card (connect, redirects and body), in seconds.
-    #[arg(long, env = "CARDGATE_FETCH_TIMEOUT_SECS", default_value_t = 10)]
+    #[arg(long, env = "CARDGATE_FETCH_TIMEOUT_SECS", default_value_t = DiscoverySettings::default().fetch_timeout.as_secs())]
     pub fetch_timeout_secs: u64,
 
     /// Deadline for establishing a connection, in seconds.
-    #[arg(long, env = "CARDGATE_CONNECT_TIMEOUT_SECS", default_value_t = 3)]
+    #[arg(long, env = "CARDGATE_CONNECT_TIMEOUT_SECS", default_value_t = OutboundSettings::default().connect_timeout.as_secs())]
     pub connect_timeout_secs: u64,
 
     /// Redirects followed per fetch (each hop re-checked, same origin only).
-    #[arg(long, env = "CARDGATE_MAX_REDIRECTS", default_value_t = 3)]
+    #[arg(long, env = "CARDGATE_MAX_REDIRECTS", default_value_t = OutboundSettings::default().max_redirects)]
     pub max_redirects: usize,
 
     /// Interfaces one card may list; a card over any cap is untrusted, naming it.
-    #[arg(long, env = "CARDGATE_CARD_MAX_INTERFACES", default_value_t = 64)]
+    #[arg(long, env = "CARDGATE_CARD_MAX_INTERFACES", default_value_t = CardCaps::default().interfaces)]
     pub card_max_interfaces: usize,
 
     /// Distinct protocol versions (subjects) one card may offer.
-    #[arg(long, env = "CARDGATE_CARD_MAX_VERSIONS", default_value_t = 32)]
+    #[arg(long, env = "CARDGATE_CARD_MAX_VERSIONS", default_value_t = CardCaps::default().versions)]
     pub card_max_versions: usize,
 
     /// Skills one card may list.
-    #[arg(long, env = "CARDGATE_CARD_MAX_SKILLS", default_value_t = 256)]
+    #[arg(long, env = "CARDGATE_CARD_MAX_SKILLS", default_value_t = CardCaps::default().skills)]
     pub card_max_skills: usize,
 
     /// Signatures one card may carry.
-    #[arg(long, env = "CARDGATE_CARD_MAX_SIGNATURES", default_value_t = 16)]
+    #[arg(long, env = "CARDGATE_CARD_MAX_SIGNATURES", default_value_t = CardCaps::default().signatures)]
     pub card_max_signatures: usize,
 
     /// Distinct `jku` key sets fetched for one card (all within one fetch timeout).
-    #[arg(long, env = "CARDGATE_CARD_MAX_KEY_SETS", default_value_t = 3)]
+    #[arg(long, env = "CARDGATE_CARD_MAX_KEY_SETS", default_value_t = DiscoverySettings::default().max_key_sets)]
     pub card_max_key_sets: usize,
 }
 
@@ -259,37 +259,37 @@ pub struct ScheduleArgs {
     #[arg(
         long,
         env = "CARDGATE_REFRESH_SCHEDULE",
-        default_value = "0 */5 * * * *"
+        default_value_t = ScheduleSettings::default().refresh
     )]
     pub refresh_schedule: String,
 
     /// When to re-probe demoted and stale subjects: a 6-field cron expression, seconds first.
-    #[arg(long, env = "CARDGATE_REPROBE_SCHEDULE", default_value = "0 0 3 * * *")]
+    #[arg(long, env = "CARDGATE_REPROBE_SCHEDULE", default_value_t = ScheduleSettings::default().reprobe)]
     pub reprobe_schedule: String,
 
     /// A subject whose newest probe is older than this many seconds is re-probed.
-    #[arg(long, env = "CARDGATE_PROBE_STALE_AFTER_SECS", default_value_t = 7 * 24 * 3600)]
+    #[arg(long, env = "CARDGATE_PROBE_STALE_AFTER_SECS", default_value_t = ScheduleSettings::default().stale_after.as_secs())]
     pub probe_stale_after_secs: u64,
 
     /// First backoff after a failed card fetch, in seconds (doubled per failure).
-    #[arg(long, env = "CARDGATE_REFRESH_BACKOFF_SECS", default_value_t = 60)]
+    #[arg(long, env = "CARDGATE_REFRESH_BACKOFF_SECS", default_value_t = Backoff::default().base.as_secs())]
     pub refresh_backoff_secs: u64,
 
     /// Longest backoff, in seconds.
-    #[arg(long, env = "CARDGATE_REFRESH_BACKOFF_MAX_SECS", default_value_t = 6 * 3600)]
+    #[arg(long, env = "CARDGATE_REFRESH_BACKOFF_MAX_SECS", default_value_t = Backoff::default().cap.as_secs())]
     pub refresh_backoff_max_secs: u64,
 
     /// How long a worker holds a job before another may take it over (renewed while working).
-    #[arg(long, env = "CARDGATE_JOB_LEASE_SECS", default_value_t = 30)]
+    #[arg(long, env = "CARDGATE_JOB_LEASE_SECS", default_value_t = WorkerSettings::default().lease.as_secs())]
     pub job_lease_secs: u64,
 
     /// Finished jobs stay listed in /v1/jobs this many seconds, then the refresh sweep prunes
     /// them (what they did is in the ledger and the probe runs).
-    #[arg(long, env = "CARDGATE_JOB_RETENTION_SECS", default_value_t = 24 * 3600)]
+    #[arg(long, env = "CARDGATE_JOB_RETENTION_SECS", default_value_t = ScheduleSettings::default().job_retention.as_secs())]
     pub job_retention_secs: u64,
 
     /// Queue probes when registration or a refresh reveals a new version or capability.
-    #[arg(long, env = "CARDGATE_PROBE_ON_CHANGE", default_value_t = true, action = clap::ArgAction::Set)]
+    #[arg(long, env = "CARDGATE_PROBE_ON_CHANGE", default_value_t = CardPolicy::default().probe_on_change, action = clap::ArgAction::Set)]
     pub probe_on_change: bool,
 }
 
@@ -329,38 +329,41 @@ pub struct ProbeArgs {
     pub public_url: Option<url::Url>,
 
     /// Deadline of one probe cycle, in seconds.
-    #[arg(long, env = "CARDGATE_PROBE_DEADLINE_SECS", default_value_t = 60)]
+    #[arg(long, env = "CARDGATE_PROBE_DEADLINE_SECS", default_value_t = ProbeSettings::default().deadline.as_secs())]
     pub probe_deadline_secs: u64,
 
     /// Attempts at registering the push webhook before the `push` demotion trigger fires.
-    #[arg(long, env = "CARDGATE_PUSH_ATTEMPTS", default_value_t = 3)]
+    #[arg(long, env = "CARDGATE_PUSH_ATTEMPTS", default_value_t = ProbeSettings::default().push_attempts)]
     pub push_attempts: u32,
 
     /// Backoff before the second registration attempt, in milliseconds (doubled each time).
-    #[arg(long, env = "CARDGATE_PUSH_BACKOFF_MS", default_value_t = 500)]
+    #[arg(long, env = "CARDGATE_PUSH_BACKOFF_MS",
+          default_value_t = ProbeSettings::default().push_backoff.as_millis() as u64)]
     pub push_backoff_ms: u64,
 
     /// How long to wait for the terminal push delivery, in seconds.
-    #[arg(long, env = "CARDGATE_PUSH_WAIT_SECS", default_value_t = 10)]
+    #[arg(long, env = "CARDGATE_PUSH_WAIT_SECS", default_value_t = ProbeSettings::default().push_wait.as_secs())]
     pub push_wait_secs: u64,
 
     /// Push deliveries one probe run's webhook accepts; later ones are refused (429).
-    #[arg(long, env = "CARDGATE_PUSH_MAX_DELIVERIES", default_value_t = 64,
+    #[arg(long, env = "CARDGATE_PUSH_MAX_DELIVERIES",
+          default_value_t = ProbeSettings::default().push_max_deliveries as u32,
           value_parser = clap::value_parser!(u32).range(1..=10_000))]
     pub push_max_deliveries: u32,
 
     /// Exchanges one probe run's transcript keeps; later ones are counted, not stored.
-    #[arg(long, env = "CARDGATE_TRANSCRIPT_MAX_EXCHANGES", default_value_t = 200,
+    #[arg(long, env = "CARDGATE_TRANSCRIPT_MAX_EXCHANGES",
+          default_value_t = CallLimits::default().transcript_exchanges as u32,
           value_parser = clap::value_parser!(u32).range(1..=100_000))]
     pub transcript_max_exchanges: u32,
 
     /// Bytes of request, response and event bodies one transcript keeps; past it, bodies are
     /// replaced by their size.
-    #[arg(long, env = "CARDGATE_TRANSCRIPT_MAX_BYTES", default_value_t = 2 * 1024 * 1024)]
+    #[arg(long, env = "CARDGATE_TRANSCRIPT_MAX_BYTES", default_value_t = CallLimits::default().transcript_bytes)]
     pub transcript_max_bytes: usize,
 
     /// Jobs (probes, refreshes) this process runs at once.
-    #[arg(long, env = "CARDGATE_WORKERS", default_value_t = 8)]
+    #[arg(long, env = "CARDGATE_WORKERS", default_value_t = WorkerSettings::default().concurrency)]
     pub workers: usize,
 }
 

@@ -69,4 +69,60 @@ mod tests {
             );
         }
     }
+
+    /// Each default is written once, in its settings' `Default`; the flags take it from there.
+    /// Parsing no flags must therefore give exactly the defaults the service is built with.
+    #[test]
+    fn serve_without_flags_runs_on_the_settings_defaults() {
+        let cli = Cli::try_parse_from(["cardgate", "serve"]).unwrap();
+        let Command::Serve(args) = cli.command else {
+            panic!("not serve")
+        };
+        let parsed = args.settings().unwrap();
+        let defaults = crate::app::Settings::new(parsed.database.clone());
+        let same = |what: &str, a: String, b: String| assert_eq!(a, b, "{what}");
+        same(
+            "http",
+            format!("{:?}", parsed.http),
+            format!("{:?}", defaults.http),
+        );
+        // Environment variables a developer set would show up as differences; CI sets none.
+        if std::env::var_os("CARDGATE_ADMIN_TOKEN").is_none() {
+            same(
+                "auth",
+                format!("{:?}", parsed.auth),
+                format!("{:?}", defaults.auth),
+            );
+        }
+        same(
+            "pool",
+            format!("{:?}", parsed.pool),
+            format!("{:?}", defaults.pool),
+        );
+        same(
+            "discovery",
+            format!("{:?}", parsed.discovery),
+            format!("{:?}", defaults.discovery),
+        );
+        same(
+            "probe",
+            format!("{:?}", parsed.probe),
+            format!("{:?}", defaults.probe),
+        );
+        same(
+            "schedule",
+            format!("{:?}", parsed.schedule),
+            format!("{:?}", defaults.schedule),
+        );
+        same(
+            "cards",
+            format!("{:?}", parsed.cards),
+            format!("{:?}", defaults.cards),
+        );
+        same(
+            "worker",
+            format!("{:?}", (parsed.worker.lease, parsed.worker.concurrency)),
+            format!("{:?}", (defaults.worker.lease, defaults.worker.concurrency)),
+        );
+    }
 }
