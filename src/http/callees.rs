@@ -284,9 +284,9 @@ impl SubjectView {
             },
             last_probe: last_probe.map(|r| ProbeRef {
                 id: r.id.0,
-                status: r.status.as_str().to_string(),
-                passed: r.passed,
-                finished_at: r.finished_at,
+                status: r.status().as_str().to_string(),
+                passed: r.passed(),
+                finished_at: r.finished_at(),
             }),
         }
     }

@@ -154,16 +154,16 @@ impl From<&ProbeRun> for ProbeRunSummary {
             id: r.id.0,
             callee_id: r.callee_id.0,
             protocol_version: r.protocol_version.to_string(),
-            status: r.status.as_str().to_string(),
+            status: r.status().as_str().to_string(),
             reason: r.reason.clone(),
             requested_by: r.requested_by.clone(),
             created_at: r.created_at,
-            started_at: r.started_at,
-            finished_at: r.finished_at,
-            interface_url: r.interface_url.clone(),
-            wire: r.wire.clone(),
-            passed: r.passed,
-            error: r.error.clone(),
+            started_at: r.start().map(|s| s.at),
+            finished_at: r.finished_at(),
+            interface_url: r.start().map(|s| s.interface_url.clone()),
+            wire: r.start().map(|s| s.wire.clone()),
+            passed: r.passed(),
+            error: r.abort_reason().map(str::to_string),
         }
     }
 }
@@ -308,7 +308,8 @@ pub async fn get_probe(
             .into_iter()
             .map(EventView::from)
             .collect();
-    let judgement = run.judgement.as_ref();
+    let judgement = run.judgement();
+    let evidence = run.evidence();
     Ok(Json(ProbeRunView {
         summary: (&run).into(),
         verdict: judgement.map(|j| VerdictView {
@@ -324,10 +325,9 @@ pub async fn get_probe(
                 })
                 .collect(),
         }),
-        transitions: run
-            .observations
+        transitions: evidence
             .iter()
-            .flat_map(|o| o.transitions.iter().map(Into::into))
+            .flat_map(|e| e.observations.transitions.iter().map(Into::into))
             .collect(),
         capabilities: judgement
             .map(|j| {
@@ -341,9 +341,8 @@ pub async fn get_probe(
             .map(|j| j.findings.iter().map(Into::into).collect())
             .unwrap_or_default(),
         ledger_events,
-        exchanges: run
-            .transcript
-            .clone()
+        exchanges: evidence
+            .map(|e| e.transcript.clone())
             .unwrap_or(serde_json::Value::Array(Vec::new())),
     }))
 }

@@ -141,7 +141,7 @@ pub async fn reprobe_sweep(
                 let due = subject.state.gate.is_demoted()
                     || last
                         .as_ref()
-                        .is_none_or(|r| r.started_at.unwrap_or(r.created_at) < stale_before);
+                        .is_none_or(|r| r.start().map_or(r.created_at, |s| s.at) < stale_before);
                 if !due {
                     continue;
                 }

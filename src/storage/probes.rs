@@ -13,7 +13,8 @@ use crate::domain::ids::{CalleeId, JobId, ProbeRunId};
 use crate::domain::job::Job;
 use crate::domain::ledger::{EventBody, EventRecord, NewEvent};
 use crate::domain::probe::{
-    Judgement, Observations, ProbeRun, PushDelivery, PushReceipt, RunStatus,
+    Judgement, Observations, ProbeRun, PushDelivery, PushReceipt, RunEvidence, RunStart, RunState,
+    RunStatus,
 };
 use crate::domain::time::Timestamp;
 use crate::domain::version::ProtocolVersion;
@@ -44,7 +45,7 @@ where
     .bind(run.id.0)
     .bind(run.callee_id.0)
     .bind(run.protocol_version.to_string())
-    .bind(run.status.as_str().to_string())
+    .bind(run.status().as_str().to_string())
     .bind(run.reason.clone())
     .bind(run.requested_by.clone())
     .bind(run.created_at)
@@ -110,30 +111,72 @@ fn json<T: serde::de::DeserializeOwned>(text: Option<String>) -> Result<Option<T
 impl TryFrom<RunRow> for ProbeRun {
     type Error = StoreError;
     fn try_from(r: RunRow) -> Result<Self, StoreError> {
+        let state = run_state(&r)?;
         Ok(ProbeRun {
             id: r.id.into(),
             callee_id: r.callee_id.into(),
             protocol_version: ProtocolVersion::parse_exact(&r.protocol_version)
                 .map_err(StoreError::corrupt)?,
-            status: RunStatus::parse(&r.status)
-                .ok_or_else(|| StoreError::corrupt(format!("run status {}", r.status)))?,
             reason: r.reason,
             requested_by: r.requested_by,
             created_at: r.created_at,
-            started_at: r.started_at,
-            finished_at: r.finished_at,
-            interface_url: r.interface_url,
-            wire: r.wire,
             push_token: r.push_token,
-            passed: r.passed,
-            judgement: json::<Judgement>(r.judgement)?,
-            observations: json::<Observations>(r.observations)?,
-            transcript: json::<Value>(r.transcript)?,
-            error: r.error,
+            state,
             ledger_seqs: json::<Vec<i64>>(r.ledger_seqs)?.unwrap_or_default(),
-            start_seq: r.start_seq,
         })
     }
+}
+
+/// The run's state from its columns; a row whose columns do not fit its status is corrupt.
+fn run_state(r: &RunRow) -> Result<RunState, StoreError> {
+    let status = RunStatus::parse(&r.status)
+        .ok_or_else(|| StoreError::corrupt(format!("run status {}", r.status)))?;
+    let missing =
+        |what: &str| StoreError::corrupt(format!("a {} run without its {what}", r.status));
+    let start = match (&r.started_at, &r.interface_url, &r.wire) {
+        (Some(at), Some(url), Some(wire)) => Some(RunStart {
+            at: *at,
+            interface_url: url.clone(),
+            wire: wire.clone(),
+            seq: r.start_seq,
+        }),
+        _ => None,
+    };
+    Ok(match status {
+        RunStatus::Queued => RunState::Queued,
+        RunStatus::Running => RunState::Running(start.ok_or_else(|| missing("start"))?),
+        RunStatus::Finished => {
+            let evidence = match (
+                json::<Observations>(r.observations.clone())?,
+                json::<Value>(r.transcript.clone())?,
+            ) {
+                (Some(observations), Some(transcript)) => Some(Box::new(RunEvidence {
+                    observations,
+                    transcript,
+                })),
+                _ => None,
+            };
+            let judgement =
+                json::<Judgement>(r.judgement.clone())?.ok_or_else(|| missing("judgement"))?;
+            // `passed` is stored beside the judgement for queries; the two must agree.
+            if r.passed != Some(judgement.verdict.passed) {
+                return Err(StoreError::corrupt(
+                    "a finished run whose passed and verdict disagree",
+                ));
+            }
+            RunState::Finished {
+                start: start.ok_or_else(|| missing("start"))?,
+                finished_at: r.finished_at.ok_or_else(|| missing("end"))?,
+                judgement: Box::new(judgement),
+                evidence,
+            }
+        }
+        RunStatus::Aborted => RunState::Aborted {
+            start,
+            finished_at: r.finished_at.ok_or_else(|| missing("end"))?,
+            reason: r.error.clone().unwrap_or_default(),
+        },
+    })
 }
 
 macro_rules! run_columns {

@@ -244,7 +244,13 @@ async fn a_webhook_flood_with_a_valid_token_stops_at_the_cap_and_leaves_nothing_
     assert_eq!(run["status"], "finished", "{run:#}");
     let id = cardgate::domain::ids::ProbeRunId(run["id"].as_str().unwrap().parse().unwrap());
     let stored = db.store.probe_run(id).await.unwrap();
-    let push = stored.observations.unwrap().push.unwrap();
+    let push = stored
+        .evidence()
+        .unwrap()
+        .observations
+        .push
+        .clone()
+        .unwrap();
     assert_eq!(push.deliveries, 8, "{push:?}");
     assert!(
         db.store

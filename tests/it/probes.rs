@@ -434,8 +434,8 @@ async fn one_probe_per_subject_at_a_time_and_shutdown_aborts_the_running_one(db:
         .probe_run(cardgate::domain::ids::ProbeRunId(id.parse().unwrap()))
         .await
         .unwrap();
-    assert_eq!(run.status.as_str(), "aborted");
-    assert!(run.error.unwrap().contains("cut short"));
+    assert_eq!(run.status().as_str(), "aborted");
+    assert!(run.abort_reason().unwrap().contains("cut short"));
     let subject = db.store.subjects(run.callee_id).await.unwrap().remove(0);
     assert_eq!(subject.gate().as_str(), "card-trusted");
 }

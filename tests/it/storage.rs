@@ -549,7 +549,7 @@ async fn a_worker_that_lost_its_lease_finishes_nothing_and_appends_nothing(db: T
         "nothing appended"
     );
     assert_eq!(
-        store.probe_run(run.id).await.unwrap().status,
+        store.probe_run(run.id).await.unwrap().status(),
         RunStatus::Running
     );
 

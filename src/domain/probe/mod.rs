@@ -450,29 +450,113 @@ impl RunStatus {
     }
 }
 
-/// One probe run as stored.
+/// One probe run: what was asked, and where it stands.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ProbeRun {
     pub id: super::ids::ProbeRunId,
     pub callee_id: super::ids::CalleeId,
     pub protocol_version: super::version::ProtocolVersion,
-    pub status: RunStatus,
     pub reason: String,
     pub requested_by: String,
     pub created_at: Timestamp,
-    pub started_at: Option<Timestamp>,
-    pub finished_at: Option<Timestamp>,
-    pub interface_url: Option<String>,
-    pub wire: Option<String>,
     pub push_token: String,
-    pub passed: Option<bool>,
-    pub judgement: Option<Judgement>,
-    pub observations: Option<Observations>,
-    pub transcript: Option<serde_json::Value>,
-    pub error: Option<String>,
+    pub state: RunState,
+    /// The ledger events the run caused.
     pub ledger_seqs: Vec<i64>,
-    /// The ledger head seq when the run started (see [`crate::domain::gate::ProbeStart`]).
-    pub start_seq: Option<i64>,
+}
+
+/// Where a run stands; each state carries what exists in it and nothing more.
+#[derive(Debug, Clone, PartialEq)]
+pub enum RunState {
+    Queued,
+    Running(RunStart),
+    Finished {
+        start: RunStart,
+        finished_at: Timestamp,
+        judgement: Box<Judgement>,
+        /// What the cycle observed and exchanged; left out of listings, which stay light.
+        evidence: Option<Box<RunEvidence>>,
+    },
+    /// Cut short (shutdown, crash, a failed job) or refused before it started; never promotes.
+    Aborted {
+        /// Present when the cycle had started.
+        start: Option<RunStart>,
+        finished_at: Timestamp,
+        reason: String,
+    },
+}
+
+/// How a run started: when, against which interface, and the ledger head it saw.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RunStart {
+    pub at: Timestamp,
+    pub interface_url: String,
+    pub wire: String,
+    /// The ledger head seq when the run started (see [`crate::domain::gate::ProbeStart`]);
+    /// `None` on runs from before seqs were kept.
+    pub seq: Option<i64>,
+}
+
+/// A finished run's full evidence.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RunEvidence {
+    pub observations: Observations,
+    pub transcript: Value,
+}
+
+impl ProbeRun {
+    pub fn status(&self) -> RunStatus {
+        match self.state {
+            RunState::Queued => RunStatus::Queued,
+            RunState::Running(_) => RunStatus::Running,
+            RunState::Finished { .. } => RunStatus::Finished,
+            RunState::Aborted { .. } => RunStatus::Aborted,
+        }
+    }
+
+    pub fn start(&self) -> Option<&RunStart> {
+        match &self.state {
+            RunState::Queued => None,
+            RunState::Running(start) | RunState::Finished { start, .. } => Some(start),
+            RunState::Aborted { start, .. } => start.as_ref(),
+        }
+    }
+
+    pub fn finished_at(&self) -> Option<Timestamp> {
+        match &self.state {
+            RunState::Finished { finished_at, .. } | RunState::Aborted { finished_at, .. } => {
+                Some(*finished_at)
+            }
+            _ => None,
+        }
+    }
+
+    pub fn judgement(&self) -> Option<&Judgement> {
+        match &self.state {
+            RunState::Finished { judgement, .. } => Some(judgement),
+            _ => None,
+        }
+    }
+
+    /// Whether a finished run passed; `None` until it finished, and for an aborted run.
+    pub fn passed(&self) -> Option<bool> {
+        self.judgement().map(|j| j.verdict.passed)
+    }
+
+    pub fn evidence(&self) -> Option<&RunEvidence> {
+        match &self.state {
+            RunState::Finished { evidence, .. } => evidence.as_deref(),
+            _ => None,
+        }
+    }
+
+    /// Why an aborted run stopped.
+    pub fn abort_reason(&self) -> Option<&str> {
+        match &self.state {
+            RunState::Aborted { reason, .. } => Some(reason),
+            _ => None,
+        }
+    }
 }
 
 /// A delivery to the push webhook.

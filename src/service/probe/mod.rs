@@ -19,8 +19,8 @@ use crate::domain::gate::ProbeStart;
 use crate::domain::ids::{CalleeId, JobId, ProbeRunId};
 use crate::domain::job::{self, Job};
 use crate::domain::probe::{
-    Judgement, Observations, ProbeRun, ProbeScript, PushDelivery, PushReceipt, RunStatus, checks,
-    outcome,
+    Judgement, Observations, ProbeRun, ProbeScript, PushDelivery, PushReceipt, RunState, RunStatus,
+    checks, outcome,
 };
 use crate::domain::time::Timestamp;
 use crate::domain::version::ProtocolVersion;
@@ -340,22 +340,12 @@ fn queued_run(
         id: ProbeRunId::new(),
         callee_id,
         protocol_version: version,
-        status: RunStatus::Queued,
         reason: reason.to_string(),
         requested_by: actor.to_string(),
         created_at: now,
-        started_at: None,
-        finished_at: None,
-        interface_url: None,
-        wire: None,
         push_token: new_token(),
-        passed: None,
-        judgement: None,
-        observations: None,
-        transcript: None,
-        error: None,
+        state: RunState::Queued,
         ledger_seqs: Vec::new(),
-        start_seq: None,
     }
 }
 
@@ -414,7 +404,7 @@ async fn take_run(
         .probe_run_id
         .ok_or_else(|| anyhow::anyhow!("probe job {} has no probe run", job.id))?;
     let run = services.store.probe_run(run_id).await?;
-    match run.status {
+    match run.status() {
         RunStatus::Queued => Ok(Some(run)),
         RunStatus::Finished => {
             services
@@ -555,12 +545,13 @@ pub async fn receive_push(
 
 /// What decisions read from a finished run.
 pub fn facts(run: &ProbeRun) -> Option<ProbeFacts> {
-    let judgement = run.judgement.as_ref()?;
+    let judgement = run.judgement()?;
+    let start = run.start()?;
     Some(ProbeFacts {
         probe_run_id: run.id,
         start: ProbeStart {
-            head_seq: run.start_seq,
-            at: run.started_at?,
+            head_seq: start.seq,
+            at: start.at,
         },
         lifecycle: judgement.verdict.lifecycle.clone(),
         untimestamped: judgement.verdict.untimestamped.clone(),
