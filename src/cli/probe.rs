@@ -19,7 +19,7 @@ use serde_json::{Value, json};
 
 use crate::config::{OutboundArgs, with_trailing_slash};
 use crate::domain::callee::CardUrl;
-use crate::domain::card::Assessment;
+use crate::domain::card::{Assessment, NormalizedCard};
 use crate::domain::decision::CapabilityOutcome;
 use crate::domain::probe::PushDelivery;
 use crate::domain::probe::{FindingStatus, ProbeScript};
@@ -169,17 +169,7 @@ async fn run_inner(args: ProbeArgs) -> Result<ExitCode, String> {
         report_untrusted(&args, url.as_str(), &problem);
         return Ok(ExitCode::from(1));
     };
-    let versions: Vec<ProtocolVersion> = card
-        .versions()
-        .into_iter()
-        .filter(|v| only.is_none_or(|o| o == *v))
-        .collect();
-    if versions.is_empty() {
-        return Err(format!(
-            "the card offers no {}",
-            only.map(|v| v.to_string()).unwrap_or_default()
-        ));
-    }
+    let versions = versions_to_probe(&card, only)?;
 
     let webhook = Webhook::serve(&args).await?;
     let settings = ProbeSettings {
@@ -222,6 +212,25 @@ async fn run_inner(args: ProbeArgs) -> Result<ExitCode, String> {
     } else {
         ExitCode::from(1)
     })
+}
+
+/// The versions the card offers, or only `only`; an error when that leaves none.
+fn versions_to_probe(
+    card: &NormalizedCard,
+    only: Option<ProtocolVersion>,
+) -> Result<Vec<ProtocolVersion>, String> {
+    let versions: Vec<ProtocolVersion> = card
+        .versions()
+        .into_iter()
+        .filter(|v| only.is_none_or(|o| o == *v))
+        .collect();
+    if versions.is_empty() {
+        return Err(format!(
+            "the card offers no {}",
+            only.map(|v| v.to_string()).unwrap_or_default()
+        ));
+    }
+    Ok(versions)
 }
 
 /// Fetches the card at `card_url` and judges it, with the keys `--trusted-keys` pins.

@@ -227,16 +227,7 @@ pub async fn authorize(
     mut req: Request,
     next: Next,
 ) -> Result<Response, ApiError> {
-    if req
-        .uri()
-        .query()
-        .is_some_and(|q| q.len() > guard.settings.max_query_bytes)
-    {
-        return Err(ApiError::UriTooLong(format!(
-            "the query string is longer than {} bytes",
-            guard.settings.max_query_bytes
-        )));
-    }
+    check_query(&req, guard.settings.max_query_bytes)?;
     let path = req
         .extensions()
         .get::<MatchedPath>()
@@ -288,6 +279,16 @@ pub async fn authorize(
         .map_err(|retry_after_secs| ApiError::TooManyRequests { retry_after_secs })?;
     req.extensions_mut().insert(caller);
     Ok(next.run(req).await)
+}
+
+/// Refuses a query string over `max` bytes before anything reads it.
+fn check_query(req: &Request, max: usize) -> Result<(), ApiError> {
+    if req.uri().query().is_some_and(|q| q.len() > max) {
+        return Err(ApiError::UriTooLong(format!(
+            "the query string is longer than {max} bytes"
+        )));
+    }
+    Ok(())
 }
 
 /// The per-address budget of traffic without a key: failed authentications, and the open

@@ -253,20 +253,9 @@ impl Discovery {
                 );
             }
         };
-        let pinned = match trusted_keys.map(signature::parse_jwks) {
-            Some(Ok(keys)) => Some(KeySet {
-                source: KeySource::Pinned,
-                keys,
-            }),
-            Some(Err(reason)) => {
-                return (
-                    SignatureVerdict::KeyUnavailable {
-                        reason: format!("trusted_keys: {reason}"),
-                    },
-                    canonical.uncovered,
-                );
-            }
-            None => None,
+        let pinned = match pinned_keys(trusted_keys) {
+            Ok(pinned) => pinned,
+            Err(verdict) => return (verdict, canonical.uncovered),
         };
         // Every signature may name its own key set: a few distinct ones are fetched, all
         // within one deadline, so a card cannot make cardgate wait on a slow origin per entry.
@@ -413,4 +402,19 @@ pub fn snapshot(
 
 pub fn sha256_hex(bytes: &[u8]) -> String {
     hex::encode(Sha256::digest(bytes))
+}
+
+/// The callee's pinned key set, if it has one; a pinned set that does not parse leaves every
+/// signature without a key.
+fn pinned_keys(trusted_keys: Option<&Value>) -> Result<Option<KeySet>, SignatureVerdict> {
+    match trusted_keys.map(signature::parse_jwks) {
+        None => Ok(None),
+        Some(Ok(keys)) => Ok(Some(KeySet {
+            source: KeySource::Pinned,
+            keys,
+        })),
+        Some(Err(reason)) => Err(SignatureVerdict::KeyUnavailable {
+            reason: format!("trusted_keys: {reason}"),
+        }),
+    }
 }
