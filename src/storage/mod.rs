@@ -331,4 +331,49 @@ mod tests {
         assert!(!msg.contains("hunter2"), "{msg}");
         assert!(DatabaseTarget::parse(Some("sqlite:")).is_err());
     }
+
+    /// The status values written into SQL text (`status = 'running'`, `status in (...)`)
+    /// are the domain's names: a literal retyped wrong would match no row and fail silently,
+    /// so each one is checked against the enum it stands for.
+    #[test]
+    fn status_literals_in_sql_are_the_domains_names() {
+        use crate::domain::job::JobStatus;
+        use crate::domain::probe::RunStatus;
+        let quoted = |source: &str| -> Vec<String> {
+            let mut found = Vec::new();
+            for (i, _) in source.match_indices("status ") {
+                let rest = &source[i + "status ".len()..];
+                let clause = if let Some(r) = rest.strip_prefix("= '") {
+                    &r[..r.find('\'').unwrap_or(0)]
+                } else if let Some(r) = rest.strip_prefix("in (") {
+                    &r[..r.find(')').unwrap_or(0)]
+                } else {
+                    continue;
+                };
+                found.extend(
+                    clause
+                        .split(',')
+                        .map(|w| w.trim().trim_matches('\'').to_string())
+                        .filter(|w| !w.is_empty() && !w.starts_with('$')),
+                );
+            }
+            found
+        };
+        let jobs = quoted(include_str!("jobs.rs"));
+        let runs = quoted(include_str!("probes.rs"));
+        assert!(jobs.len() > 5 && runs.len() > 5, "{jobs:?} {runs:?}");
+        for word in &jobs {
+            assert!(
+                JobStatus::parse(word).is_some(),
+                "jobs.rs: `{word}` is no job status"
+            );
+        }
+        for word in &runs {
+            // probes.rs also reads the jobs table (a run's lease) in one statement.
+            assert!(
+                RunStatus::parse(word).is_some() || JobStatus::parse(word).is_some(),
+                "probes.rs: `{word}` is no status"
+            );
+        }
+    }
 }

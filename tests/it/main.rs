@@ -10,6 +10,7 @@ mod api;
 mod cli;
 mod discovery;
 mod hostile;
+mod layers;
 mod openapi;
 mod probes;
 mod replicas;

@@ -1,0 +1,122 @@
+//! The crate's layering, checked on its sources: each top-level module imports only the
+//! modules below it (lib.rs gives the order), so no import cycle can form between layers.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
+
+use crate::support::repo_path;
+
+/// What each top-level module may import besides itself.
+const ALLOWED: &[(&str, &[&str])] = &[
+    ("domain", &[]),
+    ("storage", &["domain"]),
+    ("remote", &["domain"]),
+    ("service", &["domain", "storage", "remote"]),
+    ("runtime", &["domain", "storage", "remote", "service"]),
+    // No storage: handlers reach the database only through the services.
+    ("http", &["domain", "remote", "service", "runtime"]),
+    (
+        "app",
+        &["domain", "storage", "remote", "service", "runtime", "http"],
+    ),
+    (
+        "config",
+        &[
+            "domain", "storage", "remote", "service", "runtime", "http", "app",
+        ],
+    ),
+    (
+        "cli",
+        &[
+            "domain",
+            "storage",
+            "remote",
+            "service",
+            "runtime",
+            "http",
+            "app",
+            "config",
+            "telemetry",
+        ],
+    ),
+    ("telemetry", &[]),
+    ("fake_agent", &["domain"]),
+];
+
+/// The top-level modules a source file names through `crate::`, test modules excluded.
+fn imports(source: &str) -> BTreeSet<String> {
+    let code = source
+        .split("#[cfg(test)]\nmod tests")
+        .next()
+        .unwrap_or_default();
+    code.match_indices("crate::")
+        .map(|(i, _)| {
+            code[i + "crate::".len()..]
+                .chars()
+                .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+                .collect::<String>()
+        })
+        .filter(|m| !m.is_empty())
+        .collect()
+}
+
+fn sources(dir: &Path, out: &mut Vec<std::path::PathBuf>) {
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            sources(&path, out);
+        } else if path.extension().is_some_and(|e| e == "rs") {
+            out.push(path);
+        }
+    }
+}
+
+#[test]
+fn each_layer_imports_only_the_layers_below_it() {
+    let src = repo_path("src");
+    let allowed: BTreeMap<&str, &[&str]> = ALLOWED.iter().copied().collect();
+    let mut files = Vec::new();
+    sources(&src, &mut files);
+    let mut checked = 0;
+    let mut wrong = Vec::new();
+    for file in files {
+        let relative = file.strip_prefix(&src).unwrap();
+        let top = relative
+            .components()
+            .next()
+            .unwrap()
+            .as_os_str()
+            .to_string_lossy()
+            .trim_end_matches(".rs")
+            .to_string();
+        let Some(may) = allowed.get(top.as_str()) else {
+            // lib.rs and main.rs sit above every layer; tests.rs files are unit tests.
+            assert!(
+                ["lib", "main"].contains(&top.as_str()),
+                "{} is in no layer: add it to ALLOWED",
+                relative.display()
+            );
+            continue;
+        };
+        if relative.ends_with("tests.rs") {
+            continue;
+        }
+        checked += 1;
+        let source = std::fs::read_to_string(&file).unwrap();
+        for module in imports(&source) {
+            if module != top && !may.contains(&module.as_str()) {
+                wrong.push(format!("{} imports crate::{module}", relative.display()));
+            }
+        }
+    }
+    assert!(
+        checked > 50,
+        "only {checked} files found under {}",
+        src.display()
+    );
+    assert!(
+        wrong.is_empty(),
+        "imports against the layering:\n{}",
+        wrong.join("\n")
+    );
+}
