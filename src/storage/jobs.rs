@@ -66,7 +66,7 @@ macro_rules! job_columns {
 
 /// Marks a job done (or, with an error, failed for good) if `owner` still holds it. Also used
 /// inside the transaction that records a job's outcome, so the two commit together.
-pub(super) fn finish_job_query<DB>(
+fn finish_job_query<DB>(
     id: JobId,
     owner: &str,
     error: Option<&str>,
@@ -91,17 +91,46 @@ where
     .bind(now)
 }
 
-/// The fence on a write made for a job: `rows` from [`finish_job_query`] must be 1, else the
-/// worker lost its lease (another took the job over) and its transaction must not commit.
-pub(super) fn still_leased(rows: u64, job: JobId, owner: &str) -> Result<(), StoreError> {
-    if rows == 1 {
-        Ok(())
-    } else {
-        Err(StoreError::Conflict(format!(
-            "job {job} is no longer leased to {owner}"
-        )))
-    }
+/// Completing a job inside the transaction that records its outcome, so the two commit
+/// together.
+pub(crate) trait FinishLeased {
+    /// Marks `job` done if `owner` still holds it. `Conflict` when the worker lost its lease
+    /// (another took the job over): its transaction must not commit.
+    async fn finish_leased(
+        &mut self,
+        job: JobId,
+        owner: &str,
+        now: Timestamp,
+    ) -> Result<(), StoreError>;
 }
+
+macro_rules! impl_finish_leased {
+    ($db:ty) => {
+        impl FinishLeased for sqlx::Transaction<'static, $db> {
+            async fn finish_leased(
+                &mut self,
+                job: JobId,
+                owner: &str,
+                now: Timestamp,
+            ) -> Result<(), StoreError> {
+                let rows = finish_job_query(job, owner, None, now)
+                    .execute(&mut **self)
+                    .await?
+                    .rows_affected();
+                if rows == 1 {
+                    Ok(())
+                } else {
+                    Err(StoreError::Conflict(format!(
+                        "job {job} is no longer leased to {owner}"
+                    )))
+                }
+            }
+        }
+    };
+}
+
+impl_finish_leased!(sqlx::Postgres);
+impl_finish_leased!(sqlx::Sqlite);
 
 /// What an insert does when an active job already has the new job's dedup key.
 #[derive(Clone, Copy)]

@@ -4,7 +4,7 @@ use chrono::{DateTime, Utc};
 use serde_json::Value;
 use uuid::Uuid;
 
-use super::jobs::{OnDuplicate, insert_job_query};
+use super::jobs::{FinishLeased, OnDuplicate, insert_job_query};
 use super::ledger::AppendEvents;
 use super::{BeginWrite, Store, StoreError, dispatch};
 use crate::domain::gate::Subject;
@@ -355,11 +355,7 @@ impl Store {
             // Fenced: a worker that lost its lease (another took the job over) finishes
             // nothing and appends nothing; neither does a run that is no longer running.
             if let Some((job, owner)) = job {
-                let rows = super::jobs::finish_job_query(job, owner, None, now)
-                    .execute(&mut *tx)
-                    .await?
-                    .rows_affected();
-                super::jobs::still_leased(rows, job, owner)?;
+                tx.finish_leased(job, owner, now).await?;
             }
             let appended = tx.append_events(&events, now).await?;
             let seqs: Vec<i64> = appended.iter().map(|(e, _)| e.seq).collect();

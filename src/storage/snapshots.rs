@@ -4,6 +4,7 @@ use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
 use super::callees::insert_callee_query;
+use super::jobs::FinishLeased;
 use super::ledger::AppendEvents;
 use super::probes::QueueProbe;
 use super::{BeginWrite, Store, StoreError, dispatch};
@@ -187,11 +188,7 @@ impl Store {
             }
             // Fenced like a probe: a refresh whose worker lost the lease commits nothing.
             if let Some((job, owner)) = job {
-                let rows = super::jobs::finish_job_query(job, owner, None, now)
-                    .execute(&mut *tx)
-                    .await?
-                    .rows_affected();
-                super::jobs::still_leased(rows, job, owner)?;
+                tx.finish_leased(job, owner, now).await?;
             }
             tx.commit().await?;
             Ok(appended)

@@ -487,17 +487,10 @@ async fn probes_commit_with_the_refresh_that_calls_for_them(db: TestDb) {
 }
 
 async fn a_worker_that_lost_its_lease_finishes_nothing_and_appends_nothing(db: TestDb) {
-    use cardgate::domain::probe::Observations;
-    use cardgate::storage::FinishedRun;
-
     let store = &db.store;
     let t0 = time::now();
     let secs = |n: i64| t0 + chrono::Duration::seconds(n);
-    let callee = new_callee(store, "https://fenced.example/card.json").await;
-    store
-        .append(&[event(&callee, appeared())], secs(0))
-        .await
-        .unwrap();
+    let callee = callee_with_subject(store, "https://fenced.example/card.json", secs(0)).await;
     let (run, job) = probe_request(callee.id, V1, "test", "admin", secs(0));
     store.request_probe(&run, &job).await.unwrap();
     let claimed = store
@@ -518,16 +511,8 @@ async fn a_worker_that_lost_its_lease_finishes_nothing_and_appends_nothing(db: T
         .unwrap();
     assert_eq!(retaken.id, job.id);
 
-    let judgement = passing_judgement();
-    let observations = Observations::default();
-    let transcript = serde_json::Value::Array(Vec::new());
-    let finished = || FinishedRun {
-        passed: true,
-        judgement: &judgement,
-        observations: &observations,
-        transcript: &transcript,
-        actor: "probe",
-    };
+    let evidence = PassingEvidence::new();
+    let finished = || evidence.finished();
     let promote = |_: &SubjectState| {
         vec![EventBody::Promoted {
             probe_run_id: run.id,
@@ -573,18 +558,12 @@ async fn a_worker_that_lost_its_lease_finishes_nothing_and_appends_nothing(db: T
 
 async fn re_promotion_follows_ledger_order_whatever_the_clocks_say(db: TestDb) {
     use cardgate::domain::gate::ProbeStart;
-    use cardgate::domain::probe::Observations;
     use cardgate::domain::probe::outcome::ledger_events;
-    use cardgate::storage::FinishedRun;
 
     let store = &db.store;
     let t0 = time::now();
     let secs = |n: i64| t0 + chrono::Duration::seconds(n);
-    let callee = new_callee(store, "https://skewed.example/card.json").await;
-    store
-        .append(&[event(&callee, appeared())], secs(0))
-        .await
-        .unwrap();
+    let callee = callee_with_subject(store, "https://skewed.example/card.json", secs(0)).await;
     store
         .append(
             &[event(
@@ -599,13 +578,11 @@ async fn re_promotion_follows_ledger_order_whatever_the_clocks_say(db: TestDb) {
         )
         .await
         .unwrap();
-    let passing = passing_judgement();
-    let observations = Observations::default();
-    let transcript = serde_json::Value::Array(Vec::new());
+    let evidence = PassingEvidence::new();
     // Runs one passing probe whose worker's clock reads `worker_clock` at its start; `between`
     // is appended after it started and before it finishes. Returns the kinds it appended.
     let probe_around = |worker_clock: i64, between: Option<(EventBody, i64)>| {
-        let (passing, observations, transcript) = (&passing, &observations, &transcript);
+        let evidence = &evidence;
         let callee = &callee;
         async move {
             let (run, job) = probe_request(callee.id, V1, "test", "admin", secs(0));
@@ -634,19 +611,12 @@ async fn re_promotion_follows_ledger_order_whatever_the_clocks_say(db: TestDb) {
                 head_seq: Some(head),
                 at: secs(worker_clock),
             };
-            let finished = FinishedRun {
-                passed: true,
-                judgement: passing,
-                observations,
-                transcript,
-                actor: "probe",
-            };
             let appended = store
                 .finish_probe_run(
                     run.id,
                     Some((claimed.id, "w")),
-                    finished,
-                    |state| ledger_events(state, run.id, &start, passing),
+                    evidence.finished(),
+                    |state| ledger_events(state, run.id, &start, &evidence.judgement),
                     secs(worker_clock + 1),
                 )
                 .await
@@ -677,6 +647,43 @@ async fn re_promotion_follows_ledger_order_whatever_the_clocks_say(db: TestDb) {
     );
     let subject = store.subject(callee.id, V1).await.unwrap().unwrap();
     assert_eq!(subject.state.gate, GateState::LifecycleTrusted);
+}
+
+/// A registered callee whose v1.0 subject appeared at `at`.
+async fn callee_with_subject(store: &Store, url: &str, at: Timestamp) -> Callee {
+    let callee = new_callee(store, url).await;
+    store
+        .append(&[event(&callee, appeared())], at)
+        .await
+        .unwrap();
+    callee
+}
+
+/// What a passing cycle stores: the verdict, with empty observations and transcript.
+struct PassingEvidence {
+    judgement: cardgate::domain::probe::Judgement,
+    observations: cardgate::domain::probe::Observations,
+    transcript: serde_json::Value,
+}
+
+impl PassingEvidence {
+    fn new() -> Self {
+        Self {
+            judgement: passing_judgement(),
+            observations: Default::default(),
+            transcript: serde_json::Value::Array(Vec::new()),
+        }
+    }
+
+    fn finished(&self) -> cardgate::storage::FinishedRun<'_> {
+        cardgate::storage::FinishedRun {
+            passed: true,
+            judgement: &self.judgement,
+            observations: &self.observations,
+            transcript: &self.transcript,
+            actor: "probe",
+        }
+    }
 }
 
 /// A probe verdict that passed, with nothing else in it.
