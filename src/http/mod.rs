@@ -25,6 +25,7 @@ use crate::service::Services;
 pub mod auth;
 pub mod callees;
 pub mod cards;
+pub mod conditional;
 pub mod error;
 pub mod extract;
 pub mod health;

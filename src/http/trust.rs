@@ -3,14 +3,16 @@
 use std::collections::BTreeSet;
 
 use axum::extract::State;
+use axum::http::HeaderMap;
+use axum::response::Response;
 use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
 use uuid::Uuid;
 
-use super::ApiState;
 use super::error::{ApiError, ErrorBody};
-use super::extract::{Json, Query};
+use super::extract::Query;
 use super::views::GateStateView;
+use super::{ApiState, conditional};
 use crate::domain::capability::Capability;
 use crate::domain::decision::{ConditionStatus, Decision, Dedup, Posture};
 use crate::domain::ids::CalleeId;
@@ -171,19 +173,33 @@ fn view(callee_id: CalleeId, posture: &Posture, d: Decision) -> DecisionView {
 ///
 /// Answers with every condition and its evidence. `authoritative` is true only when all pass.
 #[utoipa::path(get, path = "/v1/trust", tag = "trust",
-    security(("bearer" = ["reader"])), params(TrustQuery),
+    security(("bearer" = ["reader"])),
+    params(
+        TrustQuery,
+        ("If-None-Match" = Option<String>, Header,
+            description = "The `ETag` of a decision already held: 304 while it still stands"),
+    ),
     responses(
         (status = 401, description = "No valid API key", body = ErrorBody),
         (status = 403, description = "The key's role is not enough", body = ErrorBody),
-        (status = 200, description = "The decision", body = DecisionView),
+        (status = 200, description = "The decision", body = DecisionView, headers(
+            ("ETag" = String, description = "A strong tag of this decision: send it back in \
+                `If-None-Match` to revalidate"),
+            ("Cache-Control" = String, description = "`no-cache`: revalidate before each use"),
+        )),
+        (status = 304, description = "The decision is still the one `If-None-Match` names", headers(
+            ("ETag" = String, description = "The decision's tag"),
+            ("Cache-Control" = String, description = "`no-cache`"),
+        )),
         (status = 400, description = "Missing or malformed parameter", body = ErrorBody),
         (status = 404, description = "No such callee", body = ErrorBody),
     ))]
 pub async fn get_trust(
     State(app): State<ApiState>,
+    headers: HeaderMap,
     Query(q): Query<TrustQuery>,
-) -> Result<Json<DecisionView>, ApiError> {
+) -> Result<Response, ApiError> {
     let (callee_id, posture) = parse(q)?;
     let decision = trust::decide(&app.services.store, callee_id, &posture).await?;
-    Ok(Json(view(callee_id, &posture, decision)))
+    conditional::respond(&headers, &view(callee_id, &posture, decision))
 }

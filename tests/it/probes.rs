@@ -14,6 +14,7 @@ on_both_backends!(
     one_probe_per_subject_at_a_time_and_shutdown_aborts_the_running_one,
     a_run_left_running_by_a_crash_is_aborted_at_the_next_start,
     a_capability_advertised_after_the_newest_probe_is_unknown_until_probed,
+    a_decision_revalidates_with_its_etag_until_it_changes,
 );
 
 /// Registers the agent and returns the callee id.
@@ -564,5 +565,71 @@ async fn a_capability_advertised_after_the_newest_probe_is_unknown_until_probed(
         "pass",
         "{checked:#}"
     );
+    server.stop().await;
+}
+
+/// GET /v1/trust with `If-None-Match`: the status, the `ETag` answered, and the body (empty on
+/// 304).
+async fn trust_if_none_match(
+    server: &TestServer,
+    callee: &str,
+    tag: Option<&str>,
+) -> (u16, String, String) {
+    let mut request = server.client.get(server.url(&format!(
+        "/v1/trust?callee_id={callee}&caller_version=1.0&requires=streaming"
+    )));
+    if let Some(tag) = tag {
+        request = request.header("if-none-match", tag);
+    }
+    let response = request.send().await.unwrap();
+    let status = response.status().as_u16();
+    let header = |name: &str| {
+        response
+            .headers()
+            .get(name)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or_default()
+            .to_string()
+    };
+    let (tag, cache) = (header("etag"), header("cache-control"));
+    assert_eq!(cache, "no-cache", "status {status}");
+    (status, tag, response.text().await.unwrap())
+}
+
+async fn a_decision_revalidates_with_its_etag_until_it_changes(db: TestDb) {
+    let agent = FakeAgent::start(FakeAgentConfig::default(), Behaviour::Conformant)
+        .await
+        .unwrap();
+    let server = TestServer::start(db.target.clone()).await;
+    let callee = register(&server, &agent.origin(), json!({})).await;
+
+    let (status, first, body) = trust_if_none_match(&server, &callee, None).await;
+    assert_eq!(status, 200);
+    assert!(first.starts_with('"') && first.len() > 2, "{first}");
+    let before: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(before["authoritative"], false);
+    // Asked again with its tag: nothing moved, so 304 with no body and the same tag.
+    let (status, again, body) = trust_if_none_match(&server, &callee, Some(&first)).await;
+    assert_eq!(
+        (status, again.as_str(), body.as_str()),
+        (304, first.as_str(), "")
+    );
+    // Another tag, or one of a list, compared weakly.
+    let (status, ..) = trust_if_none_match(&server, &callee, Some("\"other\"")).await;
+    assert_eq!(status, 200);
+    let list = format!("\"other\", W/{first}");
+    let (status, ..) = trust_if_none_match(&server, &callee, Some(&list)).await;
+    assert_eq!(status, 304);
+
+    // The probe promotes the subject: the old tag no longer names the decision.
+    let run = probe(&server, &callee, "1.0").await;
+    assert_eq!(run["verdict"]["passed"], true, "{:#}", run["verdict"]);
+    let (status, second, body) = trust_if_none_match(&server, &callee, Some(&first)).await;
+    assert_eq!(status, 200);
+    assert_ne!(second, first);
+    let after: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(after["authoritative"], true, "{after:#}");
+    let (status, ..) = trust_if_none_match(&server, &callee, Some(&second)).await;
+    assert_eq!(status, 304);
     server.stop().await;
 }
