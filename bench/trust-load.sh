@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Load benchmark of GET /v1/trust on both backends, next to a trivial axum JSON handler measured
-# in the same run as the ceiling. Needs wrk (Debian: apt-get install wrk) and, for the Postgres
+# in the same run as the ceiling, and to the same binary's /healthz (the ratio issue 12 names). Needs wrk (Debian: apt-get install wrk) and, for the Postgres
 # run, a server at $BENCH_DATABASE_URL (default postgres://postgres@127.0.0.1:5432/postgres).
 #
 #   bench/trust-load.sh            # 20 s per target, 2 wrk threads, 64 connections
@@ -79,6 +79,15 @@ bench_backend() { # name database_url
   cg_after=$(cpu_of "$server"); pg_after=$(cpu_of $(pgrep -x postgres || true))
   report_cpu cardgate "$(requests_of "$1")" "$cg_before" "$cg_after"
   if [ "$1" = postgres ]; then report_cpu "postgres (all backends)" "$(requests_of "$1")" "$pg_before" "$pg_after"; fi
+  # The same binary's cheapest route, in the same run: the ceiling issue 12 measures against.
+  run_wrk "$1-healthz" "$url/healthz"
+  ratio "$1" "$1-healthz"
+}
+
+rps_of() { awk '/Requests\/sec/ {print $2}' "$WORK/$1.txt"; }
+p99_of() { awk '$1 == "99%" {print $2}' "$WORK/$1.txt"; }
+ratio() { # trust_run healthz_run
+  echo "== $1: /v1/trust $(rps_of "$1") req/s (p99 $(p99_of "$1")), /healthz $(rps_of "$2") req/s (p99 $(p99_of "$2")): ratio $(echo "scale=3; $(rps_of "$1") / $(rps_of "$2")" | bc)"
 }
 
 CEILING_PORT=$(free_port)
