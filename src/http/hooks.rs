@@ -9,7 +9,7 @@ use super::ApiState;
 use super::error::{ApiError, ErrorBody};
 use super::extract::Path;
 use crate::domain::probe::PushReceipt;
-use crate::service::probe;
+use crate::service::{Missing, probe};
 
 /// Receive a push notification for a running probe.
 #[utoipa::path(post, path = "/v1/hooks/push/{token}", tag = "probes",
@@ -28,7 +28,7 @@ pub async fn receive_push(
     headers: HeaderMap,
     body: Bytes,
 ) -> Result<StatusCode, ApiError> {
-    let unknown = || ApiError::NotFound("no running probe has this token".into());
+    let unknown = || ApiError::NotFound(Missing::PushToken.to_string());
     if token.len() > 128 || !token.bytes().all(|b| b.is_ascii_hexdigit()) {
         return Err(unknown());
     }

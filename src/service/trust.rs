@@ -12,7 +12,7 @@ use crate::domain::ids::CalleeId;
 use crate::storage::Store;
 
 use super::ServiceError;
-use super::no_callee;
+use super::require_callee;
 
 /// The decision for `posture` about callee `callee_id`.
 pub async fn decide(
@@ -24,10 +24,7 @@ pub async fn decide(
     // A subject implies its callee; only without one is the callee's existence in question.
     // (Every round trip counts here: this is the hot path of the service.)
     if subject.is_none() {
-        store
-            .callee(callee_id)
-            .await
-            .map_err(no_callee(callee_id))?;
+        require_callee(store, callee_id).await?;
     }
     let snapshot = store.latest_snapshot(callee_id).await?;
     let input = DecisionInput {

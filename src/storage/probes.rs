@@ -198,7 +198,6 @@ macro_rules! run_summary_columns {
 
 /// What a finished cycle stores.
 pub struct FinishedRun<'a> {
-    pub passed: bool,
     pub judgement: &'a Judgement,
     pub observations: &'a Observations,
     pub transcript: &'a Value,
@@ -365,7 +364,7 @@ impl Store {
             )
             .bind(id.0)
             .bind(now)
-            .bind(finished.passed)
+            .bind(finished.judgement.verdict.passed)
             .bind(serde_json::to_string(finished.judgement).expect("judgements serialize"))
             .bind(serde_json::to_string(finished.observations).expect("observations serialize"))
             .bind(finished.transcript.to_string())

@@ -280,32 +280,16 @@ async fn sweeps_are_idempotent(db: TestDb) {
     // A second app on the same database that never serves: its worker does not run, so what
     // the sweeps enqueue stays queued.
     let app = App::build(test_settings(db.target.clone())).await.unwrap();
+    let (services, sweeps) = (&app.services, &app.settings().schedule);
+    assert_eq!(schedule::refresh_sweep(services, sweeps).await.unwrap(), 3);
     assert_eq!(
-        schedule::refresh_sweep(&app.services, &app.settings().schedule)
-            .await
-            .unwrap(),
-        3
-    );
-    assert_eq!(
-        schedule::refresh_sweep(&app.services, &app.settings().schedule)
-            .await
-            .unwrap(),
+        schedule::refresh_sweep(services, sweeps).await.unwrap(),
         0,
         "already queued"
     );
     // Never-probed subjects are due for a probe; once queued, not again.
-    assert_eq!(
-        schedule::reprobe_sweep(&app.services, &app.settings().schedule)
-            .await
-            .unwrap(),
-        3
-    );
-    assert_eq!(
-        schedule::reprobe_sweep(&app.services, &app.settings().schedule)
-            .await
-            .unwrap(),
-        0
-    );
+    assert_eq!(schedule::reprobe_sweep(services, sweeps).await.unwrap(), 3);
+    assert_eq!(schedule::reprobe_sweep(services, sweeps).await.unwrap(), 0);
     let stats = app
         .services
         .store

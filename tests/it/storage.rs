@@ -677,7 +677,6 @@ impl PassingEvidence {
 
     fn finished(&self) -> cardgate::storage::FinishedRun<'_> {
         cardgate::storage::FinishedRun {
-            passed: true,
             judgement: &self.judgement,
             observations: &self.observations,
             transcript: &self.transcript,

@@ -493,7 +493,6 @@ async fn record(
 ) -> Result<(), anyhow::Error> {
     let judgement = output.judgement;
     let finished = FinishedRun {
-        passed: judgement.verdict.passed,
         judgement: &judgement,
         observations: &output.observations,
         transcript: &output.transcript,
