@@ -12,12 +12,14 @@ use tokio::net::TcpListener;
 use crate::domain::time::SystemClock;
 use crate::http::{self, ApiState, HttpLimits};
 use crate::remote::{Outbound, OutboundSettings};
+use crate::runtime::feed;
 use crate::runtime::schedule::{self, ScheduleSettings, Ticks};
 use crate::runtime::worker::{self, WorkerSettings};
 use crate::service::Services;
 use crate::service::callees::CardPolicy;
 use crate::service::discovery::{Discovery, DiscoverySettings};
 use crate::service::probe::ProbeSettings;
+use crate::service::readmodel::ReadModel;
 use crate::storage::{DatabaseTarget, PoolSettings, Store};
 
 /// Everything `cardgate serve` is configured with.
@@ -72,6 +74,19 @@ impl App {
         let outbound =
             Outbound::new(settings.outbound.clone()).context("building the HTTP client")?;
         let discovery = Discovery::new(outbound.clone(), settings.discovery.clone());
+        let started = std::time::Instant::now();
+        let view = ReadModel::load(store.clone())
+            .await
+            .context("loading the read model")?;
+        let loaded = view.stats();
+        tracing::info!(
+            callees = loaded.callees,
+            subjects = loaded.subjects,
+            keys = loaded.keys,
+            ledger_seq = loaded.applied.ledger_seq,
+            millis = started.elapsed().as_millis(),
+            "read model loaded"
+        );
         let services = Services {
             store,
             clock: Arc::new(SystemClock),
@@ -80,6 +95,7 @@ impl App {
             probe: settings.probe.clone(),
             cards: settings.cards.clone(),
             wake: Arc::new(tokio::sync::Notify::new()),
+            view,
         };
         // Work cut short by a crash or shutdown: probes are aborted (they never promote) and
         // their jobs become claimable again. An SQLite file has one process by design, so
@@ -147,6 +163,7 @@ impl App {
             self.settings.worker.clone(),
             stop.clone(),
         ));
+        let follower = tokio::spawn(feed::follow(self.services.clone(), stop.clone()));
         let stopping = stop.clone();
         // The peer address feeds the per-address limit on unauthenticated traffic.
         let router = router.into_make_service_with_connect_info::<std::net::SocketAddr>();
@@ -164,6 +181,9 @@ impl App {
         }
         if let Err(e) = worker.await {
             tracing::error!(error = ?e, "the job worker panicked");
+        }
+        if let Err(e) = follower.await {
+            tracing::error!(error = ?e, "the change feed follower panicked");
         }
         served?;
         self.services.store.close().await;

@@ -58,7 +58,7 @@ pub async fn run(args: KeysArgs) -> anyhow::Result<()> {
     match args.command {
         KeysCommand::Create { role, name } => {
             let (key, secret) =
-                keys::create(&store, &name, role.into(), "cli", time::now()).await?;
+                keys::create(&store, None, &name, role.into(), "cli", time::now()).await?;
             eprintln!(
                 "created {} key `{}` ({}); it is shown once:",
                 key.role, key.name, key.id
@@ -81,7 +81,7 @@ pub async fn run(args: KeysArgs) -> anyhow::Result<()> {
             }
         }
         KeysCommand::Revoke { id } => {
-            keys::revoke(&store, ApiKeyId(id), "cli", time::now()).await?;
+            keys::revoke(&store, None, ApiKeyId(id), "cli", time::now()).await?;
             println!("revoked {id}");
         }
     }

@@ -15,6 +15,9 @@ use super::ids::{ProbeRunId, SnapshotId};
 use super::time;
 use super::version::ProtocolVersion;
 
+mod facts;
+pub use facts::{card_facts, input, probe_facts};
+
 /// How the caller deduplicates terminal events.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, serde::Deserialize)]
 #[serde(rename_all = "kebab-case")]

@@ -378,11 +378,9 @@ async fn authenticate(
         }
     }
     before_lookup()?;
-    let key = keys::live_by_hash(&guard.services.store, &presented)
-        .await?
-        .ok_or_else(|| {
-            ApiError::Unauthorized("the API key is not valid (unknown or revoked)".into())
-        })?;
+    let key = keys::live_by_hash(&guard.services.view, &presented).ok_or_else(|| {
+        ApiError::Unauthorized("the API key is not valid (unknown or revoked)".into())
+    })?;
     // The lookup was by hash; compare again in constant time anyway.
     if !bool::from(key.key_hash.as_bytes().ct_eq(presented.as_bytes())) {
         return Err(unauthorized());

@@ -162,6 +162,7 @@ impl From<ServiceError> for ApiError {
                 tracing::warn!(error = ?cause, "the database is unavailable");
                 Self::Unavailable("the database is unavailable; retry shortly".into())
             }
+            ServiceError::Behind(m) => Self::Unavailable(m),
             ServiceError::Internal(cause) => Self::Internal(cause),
         }
     }

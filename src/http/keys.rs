@@ -116,6 +116,7 @@ pub async fn create_key(
 ) -> Result<(StatusCode, Json<CreatedKey>), ApiError> {
     let (key, secret) = keys::create(
         &app.services.store,
+        Some(&app.services.view),
         &body.name,
         body.role.into(),
         &caller.actor(),
@@ -164,6 +165,7 @@ pub async fn revoke_key(
 ) -> Result<StatusCode, ApiError> {
     keys::revoke(
         &app.services.store,
+        Some(&app.services.view),
         ApiKeyId(id),
         &caller.actor(),
         app.services.now(),

@@ -85,6 +85,11 @@ pub struct ReportView {
     /// `demoted` (the report demoted the subject) or `recorded` (no gate move).
     pub outcome: String,
     pub created_at: DateTime<Utc>,
+    /// In the answer to a submission that moved the gate: the seq of the ledger event it
+    /// appended. Pass it as `min_seq` to `GET /v1/trust` to read the effect back from any
+    /// replica. Absent in listings.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ledger_seq: Option<i64>,
 }
 
 impl From<Report> for ReportView {
@@ -100,6 +105,7 @@ impl From<Report> for ReportView {
             reporter: r.reporter,
             outcome: r.outcome.as_str().to_string(),
             created_at: r.created_at,
+            ledger_seq: None,
         }
     }
 }
@@ -147,8 +153,8 @@ pub async fn create_report(
         .map_err(|e| ApiError::invalid(format!("protocol_version: {e}")))?;
     let evidence =
         serde_json::to_value(&body.evidence).map_err(|e| ApiError::Internal(e.into()))?;
-    let report = reports::submit(
-        &app.services.store,
+    let (report, ledger_seq) = reports::submit(
+        &app.services,
         CalleeId(id),
         version,
         body.trigger.into(),
@@ -157,7 +163,11 @@ pub async fn create_report(
         app.services.now(),
     )
     .await?;
-    Ok((StatusCode::CREATED, Json(report.into())))
+    let view = ReportView {
+        ledger_seq,
+        ..report.into()
+    };
+    Ok((StatusCode::CREATED, Json(view)))
 }
 
 /// A callee's reports, newest first.

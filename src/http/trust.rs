@@ -39,6 +39,18 @@ pub struct TrustQuery {
         pattern = "^((streaming|pushNotifications|stateTransitionHistory)(,(streaming|pushNotifications|stateTransitionHistory))*)?$"
     )]
     pub requires: Option<String>,
+    /// A ledger seq the caller already knows of (the `ledger_seq` of its own write, perhaps
+    /// made through another replica): the answer waits, at most one second, until it reflects
+    /// that seq, and is 503 if it cannot.
+    #[param(pattern = "^[0-9]{1,18}$")]
+    pub min_seq: Option<String>,
+}
+
+/// A parsed question.
+struct Question {
+    callee_id: CalleeId,
+    posture: Posture,
+    min_seq: Option<i64>,
 }
 
 #[derive(Debug, Serialize, ToSchema)]
@@ -93,7 +105,7 @@ pub struct EvidenceView {
 
 /// Parses the query into the callee and the caller's posture, with a precise error for each
 /// malformed part.
-fn parse(q: TrustQuery) -> Result<(CalleeId, Posture), ApiError> {
+fn parse(q: TrustQuery) -> Result<Question, ApiError> {
     let missing = |name: &str| ApiError::invalid(format!("query parameter `{name}` is required"));
     let callee_id = q.callee_id.ok_or_else(|| missing("callee_id"))?;
     let callee_id = Uuid::parse_str(&callee_id)
@@ -126,14 +138,23 @@ fn parse(q: TrustQuery) -> Result<(CalleeId, Posture), ApiError> {
         })
         .transpose()?
         .unwrap_or_default();
-    Ok((
+    let min_seq = q
+        .min_seq
+        .map(|seq| {
+            seq.parse::<i64>().ok().filter(|n| *n >= 0).ok_or_else(|| {
+                ApiError::invalid(format!("min_seq `{seq}` is not a ledger seq (0 or more)"))
+            })
+        })
+        .transpose()?;
+    Ok(Question {
         callee_id,
-        Posture {
+        posture: Posture {
             caller_version,
             dedup,
             requires,
         },
-    ))
+        min_seq,
+    })
 }
 
 fn view(callee_id: CalleeId, posture: &Posture, d: Decision) -> DecisionView {
@@ -193,13 +214,20 @@ fn view(callee_id: CalleeId, posture: &Posture, d: Decision) -> DecisionView {
         )),
         (status = 400, description = "Missing or malformed parameter", body = ErrorBody),
         (status = 404, description = "No such callee", body = ErrorBody),
+        (status = 503, description = "This replica has not caught up with `min_seq` within a \
+            second (or the request timed out); retry after the Retry-After header's seconds",
+            body = ErrorBody),
     ))]
 pub async fn get_trust(
     State(app): State<ApiState>,
     headers: HeaderMap,
     Query(q): Query<TrustQuery>,
 ) -> Result<Response, ApiError> {
-    let (callee_id, posture) = parse(q)?;
-    let decision = trust::decide(&app.services.store, callee_id, &posture).await?;
+    let Question {
+        callee_id,
+        posture,
+        min_seq,
+    } = parse(q)?;
+    let decision = trust::decide(&app.services.view, callee_id, &posture, min_seq).await?;
     conditional::respond(&headers, &view(callee_id, &posture, decision))
 }

@@ -1,5 +1,7 @@
-//! Background work, above the services: the cron scheduler that enqueues sweeps and the worker
-//! that runs queued jobs. Both call the use cases in [`crate::service`]; `app` starts them.
+//! Background work, above the services: the cron scheduler that enqueues sweeps, the worker
+//! that runs queued jobs, and the follower that keeps the read model current. All call the use
+//! cases in [`crate::service`]; `app` starts them.
 
+pub mod feed;
 pub mod schedule;
 pub mod worker;

@@ -92,6 +92,15 @@ pub async fn refresh_sweep(
             tracing::debug!(pruned, "pruned finished jobs");
         }
     }
+    // Change rows serve replicas that are catching up; a day is far longer than any catch-up,
+    // and a replica cut off for longer reloads its read model whole.
+    if let Some(cutoff) = now.checked_sub_signed(chrono::Duration::days(1)) {
+        services
+            .store
+            .prune_changes(cutoff, 50_000)
+            .await
+            .context("pruning the change feed")?;
+    }
     let due = services
         .store
         .due_for_refresh(now, settings.sweep_limit)

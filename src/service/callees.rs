@@ -133,6 +133,7 @@ pub async fn register(
         Err(StoreError::Conflict(_)) => return Err(conflict(&callee.card_url)),
         other => other?,
     };
+    services.view.sync().await;
     if !probes.is_empty() {
         services.wake.notify_one();
     }
@@ -379,6 +380,7 @@ async fn record_refresh(
         probes: &probes,
     };
     let appended = services.store.record_refresh(&record, now).await?;
+    services.view.sync().await;
     if decided.status == FetchStatus::Failed {
         tracing::warn!(callee.id = %callee_id, failures = fetch.failures, next = ?fetch.next_at,
             "card of {callee_id} could not be fetched: {}", decided.error.as_deref().unwrap_or(""));

@@ -1,14 +1,20 @@
 //! API key management.
 
+use std::sync::Arc;
+
+use super::readmodel::ReadModel;
 use super::{Missing, ServiceError};
 use crate::domain::apikey::{self, ApiKey, Role, Secret};
 use crate::domain::ids::ApiKeyId;
 use crate::domain::time::Timestamp;
 use crate::storage::Store;
 
-/// Creates a key; its secret is returned here and nowhere else, ever.
+/// Creates a key; its secret is returned here and nowhere else, ever. `view`: the read model
+/// of this process, if it serves one (the CLI does not), brought up to date before returning,
+/// so that the key works on the next request.
 pub async fn create(
     store: &Store,
+    view: Option<&ReadModel>,
     name: &str,
     role: Role,
     created_by: &str,
@@ -17,12 +23,18 @@ pub async fn create(
     let name = apikey::validate_name(name).map_err(ServiceError::Invalid)?;
     let (key, secret) = apikey::generate(&name, role, created_by, now);
     store.insert_key(&key).await?;
+    if let Some(view) = view {
+        view.sync().await;
+    }
     tracing::info!(key.id = %key.id, key.name = %key.name, role = %role, by = created_by, "API key {} created", key.id);
     Ok((key, secret))
 }
 
+/// Revokes a key. With `view`, the key fails on this process's next request; other processes
+/// learn it from the change feed.
 pub async fn revoke(
     store: &Store,
+    view: Option<&ReadModel>,
     id: ApiKeyId,
     by: &str,
     now: Timestamp,
@@ -31,6 +43,9 @@ pub async fn revoke(
         .revoke_key(id, now)
         .await
         .map_err(ServiceError::missing(Missing::ApiKey(id)))?;
+    if let Some(view) = view {
+        view.sync().await;
+    }
     tracing::info!(key.id = %id, by, "API key {id} revoked");
     Ok(())
 }
@@ -40,7 +55,7 @@ pub async fn list(store: &Store) -> Result<Vec<ApiKey>, ServiceError> {
     Ok(store.keys().await?)
 }
 
-/// The live (unrevoked) key whose secret hashes to `key_hash`, if any.
-pub async fn live_by_hash(store: &Store, key_hash: &str) -> Result<Option<ApiKey>, ServiceError> {
-    Ok(store.live_key_by_hash(key_hash).await?)
+/// The live (unrevoked) key whose secret hashes to `key_hash`, if any: from memory.
+pub fn live_by_hash(view: &ReadModel, key_hash: &str) -> Option<Arc<ApiKey>> {
+    view.live_key(key_hash)
 }

@@ -9,6 +9,7 @@ pub mod discovery;
 pub mod keys;
 pub mod ledger;
 pub mod probe;
+pub mod readmodel;
 pub mod reports;
 pub mod status;
 pub mod trust;
@@ -26,6 +27,7 @@ use crate::storage::{Store, StoreError};
 use callees::CardPolicy;
 use discovery::Discovery;
 use probe::ProbeSettings;
+use readmodel::ReadModel;
 
 /// The dependencies of the use cases. Cheap to clone.
 #[derive(Clone)]
@@ -39,6 +41,8 @@ pub struct Services {
     pub cards: CardPolicy,
     /// Wakes the job worker when a use case enqueues a job.
     pub wake: Arc<Notify>,
+    /// What decisions and key checks read: the store's state, in memory.
+    pub view: ReadModel,
 }
 
 impl Services {
@@ -66,6 +70,9 @@ pub enum ServiceError {
     /// The database cannot be reached or is overloaded: worth retrying shortly.
     #[error("the database is unavailable; retry shortly")]
     Unavailable(#[source] StoreError),
+    /// This replica has not caught up with what the caller already knows: retry shortly.
+    #[error("{0}")]
+    Behind(String),
     /// A bug or corrupt data. The cause is for the log, never for the caller.
     #[error("internal error")]
     Internal(#[source] anyhow::Error),

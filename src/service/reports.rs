@@ -4,7 +4,7 @@
 use serde_json::Value;
 
 use super::require_callee;
-use super::{Missing, ServiceError};
+use super::{Missing, ServiceError, Services};
 use crate::domain::ids::{CalleeId, ReportId};
 use crate::domain::report::{self, Report, ReportOutcome, Trigger};
 use crate::domain::time::Timestamp;
@@ -13,16 +13,18 @@ use crate::storage::Store;
 
 pub const MAX_EVIDENCE_BYTES: usize = 32 * 1024;
 
-/// Checks and records a report.
+/// Checks and records a report. Returns it with the seq of the last ledger event it appended
+/// (none when it moved no gate): what a caller passes as `min_seq` to read its effect back.
 pub async fn submit(
-    store: &Store,
+    services: &Services,
     callee_id: CalleeId,
     version: ProtocolVersion,
     trigger: Trigger,
     evidence: Value,
     reporter: &str,
     now: Timestamp,
-) -> Result<Report, ServiceError> {
+) -> Result<(Report, Option<i64>), ServiceError> {
+    let store = &services.store;
     require_callee(store, callee_id).await?;
     if store.subject(callee_id, version).await?.is_none() {
         return Err(ServiceError::NotFound(no_subject(callee_id, version)));
@@ -51,11 +53,12 @@ pub async fn submit(
         outcome: ReportOutcome::Recorded,
         created_at: now,
     };
-    let (stored, _) = store
+    let (stored, appended) = store
         .record_report(&draft, now)
         .await
         .map_err(ServiceError::missing(no_subject(callee_id, version)))?;
-    Ok(stored)
+    services.view.sync().await;
+    Ok((stored, appended.last().map(|(event, _)| event.seq)))
 }
 
 fn no_subject(callee: CalleeId, version: ProtocolVersion) -> Missing {

@@ -3,11 +3,13 @@
 use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
-use super::{Store, StoreError, dispatch};
+use super::changes::{Changed, RecordChange};
+use super::{BeginWrite, Store, StoreError, dispatch};
 use crate::domain::callee::{Callee, CardUrl, FetchState, FetchStatus};
 use crate::domain::gate::{Subject, SubjectChange};
 
 use crate::domain::ids::CalleeId;
+use crate::domain::time::Timestamp;
 use crate::domain::version::ProtocolVersion;
 
 #[derive(sqlx::FromRow)]
@@ -108,12 +110,24 @@ pub(super) use subject_columns;
 
 impl Store {
     /// Inserts a new callee; `Conflict` when its card URL is already registered.
-    pub async fn insert_callee(&self, callee: &Callee) -> Result<(), StoreError> {
-        dispatch!(self, |pool| insert_callee_query(callee)
-            .execute(pool)
-            .await
-            .map(drop))?;
-        Ok(())
+    pub async fn insert_callee(&self, callee: &Callee, now: Timestamp) -> Result<(), StoreError> {
+        dispatch!(self, |pool| {
+            let mut tx = pool.begin_write().await?;
+            insert_callee_query(callee).execute(&mut *tx).await?;
+            tx.record_change(Changed::Callee(callee.id), now).await?;
+            tx.commit().await?;
+            Ok(())
+        })
+    }
+
+    pub async fn callee_exists(&self, id: CalleeId) -> Result<bool, StoreError> {
+        let found: Option<(Uuid,)> = dispatch!(self, |pool| {
+            sqlx::query_as("select id from callees where id = $1")
+                .bind(id.0)
+                .fetch_optional(pool)
+                .await
+        })?;
+        Ok(found.is_some())
     }
 
     /// Whether a callee with this card URL exists.
@@ -232,6 +246,26 @@ impl Store {
                 " from subjects where callee_id = $1 order by protocol_version"
             ))
             .bind(callee_id.0)
+            .fetch_all(pool)
+            .await
+        })?;
+        rows.into_iter().map(TryInto::try_into).collect()
+    }
+
+    /// The subjects of every callee with an id in `from..=to`.
+    pub async fn subjects_between(
+        &self,
+        from: CalleeId,
+        to: CalleeId,
+    ) -> Result<Vec<Subject>, StoreError> {
+        let rows: Vec<SubjectRow> = dispatch!(self, |pool| {
+            sqlx::query_as(concat!(
+                "select ",
+                subject_columns!(),
+                " from subjects where callee_id between $1 and $2"
+            ))
+            .bind(from.0)
+            .bind(to.0)
             .fetch_all(pool)
             .await
         })?;

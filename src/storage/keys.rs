@@ -3,7 +3,8 @@
 use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
-use super::{Store, StoreError, dispatch};
+use super::changes::{Changed, RecordChange};
+use super::{BeginWrite, Store, StoreError, dispatch};
 use crate::domain::apikey::{ApiKey, Role};
 use crate::domain::ids::ApiKeyId;
 use crate::domain::time::Timestamp;
@@ -46,6 +47,7 @@ macro_rules! key_columns {
 impl Store {
     pub async fn insert_key(&self, key: &ApiKey) -> Result<(), StoreError> {
         dispatch!(self, |pool| {
+            let mut tx = pool.begin_write().await?;
             sqlx::query(concat!(
                 "insert into api_keys (",
                 key_columns!(),
@@ -59,11 +61,12 @@ impl Store {
             .bind(key.created_at)
             .bind(&key.created_by)
             .bind(key.revoked_at)
-            .execute(pool)
-            .await
-            .map(drop)
-        })?;
-        Ok(())
+            .execute(&mut *tx)
+            .await?;
+            tx.record_change(Changed::Keys, key.created_at).await?;
+            tx.commit().await?;
+            Ok(())
+        })
     }
 
     /// The live (unrevoked) key with this hash.
@@ -81,6 +84,20 @@ impl Store {
         row.map(TryInto::try_into).transpose()
     }
 
+    /// Every unrevoked key (what the read model verifies callers against).
+    pub async fn live_keys(&self) -> Result<Vec<ApiKey>, StoreError> {
+        let rows: Vec<KeyRow> = dispatch!(self, |pool| {
+            sqlx::query_as(concat!(
+                "select ",
+                key_columns!(),
+                " from api_keys where revoked_at is null"
+            ))
+            .fetch_all(pool)
+            .await
+        })?;
+        rows.into_iter().map(TryInto::try_into).collect()
+    }
+
     pub async fn keys(&self) -> Result<Vec<ApiKey>, StoreError> {
         let rows: Vec<KeyRow> = dispatch!(self, |pool| {
             sqlx::query_as(concat!(
@@ -96,13 +113,19 @@ impl Store {
 
     /// Revokes a key; `NotFound` if there is no such key. Revoking twice keeps the first time.
     pub async fn revoke_key(&self, id: ApiKeyId, now: Timestamp) -> Result<(), StoreError> {
-        let found: Option<(Uuid,)> = dispatch!(self, |pool| {
-            sqlx::query_as("update api_keys set revoked_at = coalesce(revoked_at, $2) where id = $1 returning id")
-                .bind(id.0)
-                .bind(now)
-                .fetch_optional(pool)
-                .await
-        })?;
-        found.map(drop).ok_or(StoreError::NotFound)
+        dispatch!(self, |pool| {
+            let mut tx = pool.begin_write().await?;
+            let found: Option<(Uuid,)> = sqlx::query_as(
+                "update api_keys set revoked_at = coalesce(revoked_at, $2) where id = $1 returning id",
+            )
+            .bind(id.0)
+            .bind(now)
+            .fetch_optional(&mut *tx)
+            .await?;
+            found.ok_or(StoreError::NotFound)?;
+            tx.record_change(Changed::Keys, now).await?;
+            tx.commit().await?;
+            Ok(())
+        })
     }
 }

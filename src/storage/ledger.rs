@@ -1,11 +1,14 @@
 //! The ledger: appending events (with the subject state they change, atomically) and reading
 //! them back in sequence order.
 
+use std::collections::BTreeSet;
+
 use chrono::{DateTime, Utc};
 use serde_json::Value;
 use uuid::Uuid;
 
 use super::callees::{SubjectRow, subject_columns};
+use super::changes::{Changed, RecordChange};
 use super::{BeginWrite, Store, StoreError, dispatch};
 use crate::domain::gate::Subject;
 use crate::domain::ids::CalleeId;
@@ -202,6 +205,10 @@ impl Store {
         dispatch!(self, |pool| {
             let mut tx = pool.begin_write().await?;
             let appended = tx.append_events(events, now).await?;
+            let callees: BTreeSet<CalleeId> = events.iter().map(|e| e.callee_id).collect();
+            for callee in callees {
+                tx.record_change(Changed::Callee(callee), now).await?;
+            }
             tx.commit().await?;
             Ok(appended)
         })

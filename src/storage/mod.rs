@@ -17,6 +17,7 @@ use sqlx::{PgPool, SqlitePool};
 use crate::domain::gate::GateError;
 
 mod callees;
+mod changes;
 mod jobs;
 mod keys;
 mod ledger;
@@ -24,6 +25,7 @@ mod probes;
 mod reports;
 mod snapshots;
 
+pub use changes::{Change, ChangeSignal, Changed, FeedHead};
 pub use probes::FinishedRun;
 pub use snapshots::RefreshRecord;
 

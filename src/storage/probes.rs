@@ -4,6 +4,7 @@ use chrono::{DateTime, Utc};
 use serde_json::Value;
 use uuid::Uuid;
 
+use super::changes::{Changed, RecordChange};
 use super::jobs::{FinishLeased, OnDuplicate, insert_job_query};
 use super::ledger::AppendEvents;
 use super::{BeginWrite, Store, StoreError, dispatch};
@@ -278,6 +279,33 @@ impl Store {
         row.map(TryInto::try_into).transpose()
     }
 
+    /// The newest finished run of every subject of the callees with an id in `from..=to`
+    /// (ordered as [`latest_finished_probe`](Self::latest_finished_probe) orders them): one
+    /// page of the read model's bulk load.
+    pub async fn newest_finished_probes(
+        &self,
+        from: CalleeId,
+        to: CalleeId,
+    ) -> Result<Vec<ProbeRun>, StoreError> {
+        let rows: Vec<RunRow> = dispatch!(self, |pool| {
+            sqlx::query_as(concat!(
+                "select ",
+                run_columns!(),
+                " from (select ",
+                run_summary_columns!(),
+                ", row_number() over (partition by callee_id, protocol_version \
+                 order by start_seq desc nulls last, started_at desc) as newest \
+                 from probe_runs where callee_id between $1 and $2 and status = 'finished') as r \
+                 where newest = 1"
+            ))
+            .bind(from.0)
+            .bind(to.0)
+            .fetch_all(pool)
+            .await
+        })?;
+        rows.into_iter().map(TryInto::try_into).collect()
+    }
+
     /// The subject's newest run of any status.
     pub async fn latest_probe(
         &self,
@@ -380,6 +408,9 @@ impl Store {
             sqlx::query("delete from push_deliveries where token = $1")
                 .bind(run.push_token.clone())
                 .execute(&mut *tx)
+                .await?;
+            // The subject's newest finished run is this one now.
+            tx.record_change(Changed::Callee(run.callee_id), now)
                 .await?;
             tx.commit().await?;
             Ok(appended)

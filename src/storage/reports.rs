@@ -4,6 +4,7 @@ use chrono::{DateTime, Utc};
 
 use uuid::Uuid;
 
+use super::changes::{Changed, RecordChange};
 use super::ledger::AppendEvents;
 use super::{BeginWrite, Store, StoreError, dispatch};
 use crate::domain::demotion::DemotionClass;
@@ -103,6 +104,10 @@ impl Store {
             .execute(&mut *tx)
             .await?;
             let appended = tx.append_events(&events, now).await?;
+            if !appended.is_empty() {
+                tx.record_change(Changed::Callee(stored.callee_id), now)
+                    .await?;
+            }
             tx.commit().await?;
             Ok((stored, appended))
         })

@@ -4,6 +4,7 @@ use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
 use super::callees::insert_callee_query;
+use super::changes::{Changed, RecordChange};
 use super::jobs::FinishLeased;
 use super::ledger::AppendEvents;
 use super::probes::QueueProbe;
@@ -132,6 +133,7 @@ impl Store {
             for (run, job) in probes {
                 tx.queue_probe(run, job).await?;
             }
+            tx.record_change(Changed::Callee(callee.id), now).await?;
             tx.commit().await?;
             Ok(appended)
         })
@@ -190,6 +192,10 @@ impl Store {
             if let Some((job, owner)) = job {
                 tx.finish_leased(job, owner, now).await?;
             }
+            // A refresh that fetched nothing new and moved no gate changes no decision.
+            if snapshot.is_some() || !appended.is_empty() {
+                tx.record_change(Changed::Callee(callee_id), now).await?;
+            }
             tx.commit().await?;
             Ok(appended)
         })
@@ -211,6 +217,30 @@ impl Store {
             .await
         })?;
         row.map(TryInto::try_into).transpose()
+    }
+
+    /// The newest snapshot of every callee with an id in `from..=to`, without raw bytes: one
+    /// page of the read model's bulk load.
+    pub async fn newest_snapshots(
+        &self,
+        from: CalleeId,
+        to: CalleeId,
+    ) -> Result<Vec<CardSnapshot>, StoreError> {
+        let rows: Vec<SnapshotRow> = dispatch!(self, |pool| {
+            sqlx::query_as(concat!(
+                "select ",
+                snapshot_columns!(),
+                " from (select ",
+                snapshot_summary_columns!(),
+                ", row_number() over (partition by callee_id order by id desc) as newest \
+                 from card_snapshots where callee_id between $1 and $2) as s where newest = 1"
+            ))
+            .bind(from.0)
+            .bind(to.0)
+            .fetch_all(pool)
+            .await
+        })?;
+        rows.into_iter().map(TryInto::try_into).collect()
     }
 
     /// Snapshots newest first, before the cursor `before`, without raw bytes.

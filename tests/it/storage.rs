@@ -46,7 +46,10 @@ async fn new_callee(store: &Store, url: &str) -> Callee {
         fetch: Default::default(),
         refresh_generation: 0,
     };
-    store.insert_callee(&callee).await.unwrap();
+    store
+        .insert_callee(&callee, callee.created_at)
+        .await
+        .unwrap();
     callee
 }
 
@@ -117,7 +120,11 @@ async fn duplicate_card_url_conflicts(db: TestDb) {
         fetch: Default::default(),
         refresh_generation: 0,
     };
-    let err = db.store.insert_callee(&again).await.unwrap_err();
+    let err = db
+        .store
+        .insert_callee(&again, again.created_at)
+        .await
+        .unwrap_err();
     assert!(
         matches!(err, StoreError::Conflict(_)),
         "{}: {err:?}",

@@ -14,7 +14,6 @@ use super::require_callee;
 use super::{Missing, ServiceError, Services};
 use crate::domain::capability::Capability;
 use crate::domain::card::{CardInterface, NormalizedCard};
-use crate::domain::decision::ProbeFacts;
 use crate::domain::gate::ProbeStart;
 use crate::domain::ids::{CalleeId, JobId, ProbeRunId};
 use crate::domain::job::{self, Job};
@@ -508,6 +507,7 @@ async fn record(
             services.now(),
         )
         .await?;
+    services.view.sync().await;
     let kinds: Vec<&str> = appended.iter().map(|(e, _)| e.kind.as_str()).collect();
     tracing::info!(
         probe_run.id = %run.id, passed = judgement.verdict.passed, events = ?kinds,
@@ -540,22 +540,6 @@ pub async fn receive_push(
     Ok(store
         .record_push_delivery(token, &delivery, settings.push_max_deliveries)
         .await?)
-}
-
-/// What decisions read from a finished run.
-pub fn facts(run: &ProbeRun) -> Option<ProbeFacts> {
-    let judgement = run.judgement()?;
-    let start = run.start()?;
-    Some(ProbeFacts {
-        probe_run_id: run.id,
-        start: ProbeStart {
-            head_seq: start.seq,
-            at: start.at,
-        },
-        lifecycle: judgement.verdict.lifecycle.clone(),
-        untimestamped: judgement.verdict.untimestamped.clone(),
-        capabilities: judgement.capabilities.clone(),
-    })
 }
 
 pub async fn get(store: &Store, id: ProbeRunId) -> Result<ProbeRun, ServiceError> {

@@ -1,0 +1,100 @@
+//! What decisions read, reduced from the stored records: the newest card snapshot, a subject's
+//! folded state and its newest finished probe become one [`DecisionInput`]. Pure, so the
+//! in-memory read model and a decision read straight from the store reduce the same way.
+
+use url::Url;
+
+use super::{CardFacts, CardTrust, DecisionInput, OfferedInterface, ProbeFacts, SubjectFacts};
+use crate::domain::card::signature::SignatureVerdict;
+use crate::domain::card::{CardSnapshot, origin_text, same_origin};
+use crate::domain::gate::{ProbeStart, Subject};
+use crate::domain::probe::ProbeRun;
+
+/// What the newest snapshot says on its own, before any subject's later fetch failure.
+pub fn card_facts(snapshot: &CardSnapshot) -> CardFacts {
+    let a = &snapshot.assessment;
+    let card_url = Url::parse(&snapshot.url).ok();
+    let trust = match (&a.problem, &a.signature) {
+        (Some(problem), _) => CardTrust::Untrusted {
+            reason: problem.clone(),
+        },
+        (
+            None,
+            SignatureVerdict::Verified {
+                index,
+                kid,
+                alg,
+                key_source,
+            },
+        ) => CardTrust::Verified {
+            detail: format!("signature {index}, kid `{kid}`, {alg}, key from {key_source}"),
+        },
+        (None, _) => CardTrust::UnsignedAdmitted,
+    };
+    let interfaces = a
+        .card
+        .iter()
+        .flat_map(|card| {
+            card.interfaces.iter().map(|i| OfferedInterface {
+                url: i.url.clone(),
+                binding: i.binding.clone(),
+                version: i.version,
+                same_origin: card_url.as_ref().is_some_and(|u| same_origin(u, &i.url)),
+                advertised: card.advertised_for(i.version),
+            })
+        })
+        .collect();
+    CardFacts {
+        snapshot_id: snapshot.id,
+        card_origin: card_url
+            .as_ref()
+            .map_or_else(|| snapshot.url.clone(), origin_text),
+        trust,
+        interfaces,
+    }
+}
+
+/// What decisions read from a finished run; `None` for a run that has not finished.
+pub fn probe_facts(run: &ProbeRun) -> Option<ProbeFacts> {
+    let judgement = run.judgement()?;
+    let start = run.start()?;
+    Some(ProbeFacts {
+        probe_run_id: run.id,
+        start: ProbeStart {
+            head_seq: start.seq,
+            at: start.at,
+        },
+        lifecycle: judgement.verdict.lifecycle.clone(),
+        untimestamped: judgement.verdict.untimestamped.clone(),
+        capabilities: judgement.capabilities.clone(),
+    })
+}
+
+/// One decision's input. A fetch failure recorded on the subject after the newest good
+/// snapshot takes precedence over that snapshot's trust.
+pub fn input(
+    card: Option<&CardFacts>,
+    subject: Option<&Subject>,
+    probe: Option<ProbeFacts>,
+) -> DecisionInput {
+    let card = card.map(
+        |card| match subject.and_then(|s| s.state.card_untrusted.as_ref()) {
+            Some(reason) => CardFacts {
+                trust: CardTrust::Untrusted {
+                    reason: reason.clone(),
+                },
+                ..card.clone()
+            },
+            None => card.clone(),
+        },
+    );
+    DecisionInput {
+        card,
+        subject: subject.map(|s| SubjectFacts {
+            state: s.state.clone(),
+            ledger_seq: s.last_seq,
+            ledger_hash: s.last_hash.clone(),
+        }),
+        probe,
+    }
+}

@@ -1,0 +1,320 @@
+//! The read model: everything a decision and an API-key check need, held in memory, so that
+//! answering a caller touches no database.
+//!
+//! Built at start from the store, then kept current by the change feed: every write a
+//! decision depends on records a change row in its own transaction (`storage::changes`).
+//! [`ReadModel::sync`] applies the rows after the last one applied, reloading each callee they
+//! name. This process calls it right after each of its own writes (a caller that wrote reads
+//! its write back from the same replica) and whenever the feed signals a change made elsewhere
+//! (another replica, the CLI). Rows are applied in commit order, so the model always reflects
+//! a prefix of the store's history, and it knows the ledger seq that prefix ends at.
+
+use std::collections::HashMap;
+use std::sync::{Arc, PoisonError, RwLock};
+use std::time::Duration;
+
+use tokio::sync::{Mutex, watch};
+
+use crate::domain::apikey::ApiKey;
+use crate::domain::card::CardSnapshot;
+use crate::domain::decision::{self, CardFacts, Decision, DecisionInput, Posture};
+use crate::domain::gate::Subject;
+use crate::domain::ids::CalleeId;
+use crate::domain::probe::ProbeRun;
+use crate::domain::version::ProtocolVersion;
+use crate::storage::{Changed, FeedHead, Store, StoreError};
+
+/// Callees loaded per round of the bulk load (four queries each).
+const LOAD_PAGE: u32 = 2_000;
+/// Change rows applied per round of a catch-up.
+const SYNC_PAGE: u32 = 1_000;
+
+/// The in-memory decisions and keys of this process. Cheap to clone (shared).
+#[derive(Clone)]
+pub struct ReadModel {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    store: Store,
+    callees: RwLock<HashMap<CalleeId, Arc<CalleeInputs>>>,
+    /// Live keys by the hash of their secret.
+    keys: RwLock<HashMap<String, Arc<ApiKey>>>,
+    /// The last change row applied and the ledger seq everything applied reflects.
+    applied: watch::Sender<FeedHead>,
+    /// One catch-up at a time: rows are applied in order, and a reload that read older data
+    /// never overwrites one that read newer.
+    syncing: Mutex<()>,
+}
+
+/// One callee's decision inputs, ready to evaluate: per subject, and for any version the callee
+/// has no subject for.
+#[derive(Debug, Clone, PartialEq)]
+struct CalleeInputs {
+    no_subject: DecisionInput,
+    subjects: HashMap<ProtocolVersion, DecisionInput>,
+}
+
+impl CalleeInputs {
+    fn build(
+        snapshot: Option<&CardSnapshot>,
+        subjects: Vec<Subject>,
+        mut probes: HashMap<ProtocolVersion, ProbeRun>,
+    ) -> Self {
+        let card: Option<CardFacts> = snapshot.map(decision::card_facts);
+        let subjects = subjects
+            .into_iter()
+            .map(|subject| {
+                let probe = probes
+                    .remove(&subject.protocol_version)
+                    .as_ref()
+                    .and_then(decision::probe_facts);
+                let input = decision::input(card.as_ref(), Some(&subject), probe);
+                (subject.protocol_version, input)
+            })
+            .collect();
+        Self {
+            no_subject: decision::input(card.as_ref(), None, None),
+            subjects,
+        }
+    }
+}
+
+/// What the model holds, for `/v1/status` and the benchmarks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ModelStats {
+    pub callees: usize,
+    pub subjects: usize,
+    pub keys: usize,
+    pub applied: FeedHead,
+}
+
+impl ReadModel {
+    /// Loads everything from the store.
+    pub async fn load(store: Store) -> Result<Self, StoreError> {
+        let model = Self {
+            inner: Arc::new(Inner {
+                store,
+                callees: RwLock::default(),
+                keys: RwLock::default(),
+                applied: watch::Sender::new(FeedHead::default()),
+                syncing: Mutex::new(()),
+            }),
+        };
+        {
+            let _one_at_a_time = model.inner.syncing.lock().await;
+            model.reload_all().await?;
+        }
+        Ok(model)
+    }
+
+    /// The decision for `posture` about `callee`, or `None` if no such callee is known.
+    pub fn decide(&self, callee: CalleeId, posture: &Posture) -> Option<Decision> {
+        let inputs = read(&self.inner.callees).get(&callee).cloned()?;
+        let input = inputs
+            .subjects
+            .get(&posture.caller_version)
+            .unwrap_or(&inputs.no_subject);
+        Some(decision::evaluate(posture, input))
+    }
+
+    /// The live key whose secret hashes to `key_hash`.
+    pub fn live_key(&self, key_hash: &str) -> Option<Arc<ApiKey>> {
+        read(&self.inner.keys).get(key_hash).cloned()
+    }
+
+    /// Where the model stands in the feed and the ledger.
+    pub fn applied(&self) -> FeedHead {
+        *self.inner.applied.borrow()
+    }
+
+    pub fn stats(&self) -> ModelStats {
+        let callees = read(&self.inner.callees);
+        ModelStats {
+            callees: callees.len(),
+            subjects: callees.values().map(|c| c.subjects.len()).sum(),
+            keys: read(&self.inner.keys).len(),
+            applied: self.applied(),
+        }
+    }
+
+    /// Whether the model reflects ledger seq `seq`, waiting at most `within` for it to catch
+    /// up (it looks for changes at once rather than wait for the feed's signal).
+    pub async fn reflects(&self, seq: i64, within: Duration) -> bool {
+        let mut applied = self.inner.applied.subscribe();
+        if applied.borrow().ledger_seq >= seq {
+            return true;
+        }
+        tokio::time::timeout(within, async {
+            // Only one caller needs to look; the others wait for what it applies.
+            if let Ok(guard) = self.inner.syncing.try_lock() {
+                if let Err(e) = self.apply_changes().await {
+                    tracing::warn!(error = %e, "catching up the read model");
+                }
+                drop(guard);
+            }
+            applied
+                .wait_for(|head| head.ledger_seq >= seq)
+                .await
+                .is_ok()
+        })
+        .await
+        .unwrap_or(false)
+    }
+
+    /// Applies every change committed since the last one applied. Called after each write of
+    /// this process, and on each signal of the change feed. A failure (the database went away)
+    /// is logged: the write it follows has committed, and the next signal catches up.
+    pub async fn sync(&self) {
+        if let Err(e) = self.try_sync().await {
+            tracing::warn!(error = %e, "the read model could not catch up; it will on the next change");
+        }
+    }
+
+    /// [`sync`](Self::sync), with its failure.
+    pub async fn try_sync(&self) -> Result<(), StoreError> {
+        let _one_at_a_time = self.inner.syncing.lock().await;
+        self.apply_changes().await
+    }
+
+    /// Applies change rows in order until none is left. Holds `syncing`.
+    async fn apply_changes(&self) -> Result<(), StoreError> {
+        loop {
+            let applied = self.applied();
+            let changes = self
+                .inner
+                .store
+                .changes_after(applied.change_seq, SYNC_PAGE)
+                .await?;
+            let (Some(first), Some(last)) = (changes.first(), changes.last()) else {
+                return Ok(());
+            };
+            if first.seq > applied.change_seq + 1 {
+                // Rows this model never applied are gone (pruned while it was cut off) or were
+                // rolled back; it cannot tell which, so it starts over from the store.
+                tracing::info!(
+                    applied = applied.change_seq,
+                    next = first.seq,
+                    "gap in the change feed; reloading the read model"
+                );
+                return self.reload_all().await;
+            }
+            let mut callees: Vec<CalleeId> = Vec::new();
+            let mut keys = false;
+            for change in &changes {
+                match change.what {
+                    Changed::Callee(id) if !callees.contains(&id) => callees.push(id),
+                    Changed::Callee(_) => {}
+                    Changed::Keys => keys = true,
+                }
+            }
+            for id in callees {
+                self.reload_callee(id).await?;
+            }
+            if keys {
+                self.reload_keys().await?;
+            }
+            let ledger_seq = changes
+                .iter()
+                .map(|c| c.ledger_head)
+                .fold(applied.ledger_seq, i64::max);
+            self.inner.applied.send_replace(FeedHead {
+                change_seq: last.seq,
+                ledger_seq,
+            });
+        }
+    }
+
+    /// Replaces everything with what the store holds now. Holds `syncing`.
+    async fn reload_all(&self) -> Result<(), StoreError> {
+        let store = &self.inner.store;
+        // Read first: whatever loads next is at least this new, and every later change is
+        // applied on top by the next catch-up.
+        let head = store.feed_head().await?;
+        let mut fresh: HashMap<CalleeId, Arc<CalleeInputs>> = HashMap::new();
+        let mut after = None;
+        loop {
+            let ids = store.callee_ids(after, LOAD_PAGE).await?;
+            let (Some(&from), Some(&to)) = (ids.first(), ids.last()) else {
+                break;
+            };
+            fresh.extend(self.load_range(from, to, &ids).await?);
+            after = Some(to);
+        }
+        *write(&self.inner.callees) = fresh;
+        self.reload_keys().await?;
+        self.inner.applied.send_replace(head);
+        Ok(())
+    }
+
+    /// Reloads one callee. Callees are never deleted, so one the store does not have is not
+    /// committed yet (or never will be) and is left out.
+    async fn reload_callee(&self, id: CalleeId) -> Result<(), StoreError> {
+        if !self.inner.store.callee_exists(id).await? {
+            return Ok(());
+        }
+        let loaded = self.load_range(id, id, &[id]).await?;
+        write(&self.inner.callees).extend(loaded);
+        Ok(())
+    }
+
+    /// The inputs of the callees `ids`, all within `from..=to`: four queries for the range.
+    async fn load_range(
+        &self,
+        from: CalleeId,
+        to: CalleeId,
+        ids: &[CalleeId],
+    ) -> Result<Vec<(CalleeId, Arc<CalleeInputs>)>, StoreError> {
+        let store = &self.inner.store;
+        let mut subjects: HashMap<CalleeId, Vec<Subject>> = HashMap::new();
+        for subject in store.subjects_between(from, to).await? {
+            subjects.entry(subject.callee_id).or_default().push(subject);
+        }
+        let mut snapshots: HashMap<CalleeId, CardSnapshot> = store
+            .newest_snapshots(from, to)
+            .await?
+            .into_iter()
+            .map(|s| (s.callee_id, s))
+            .collect();
+        let mut probes: HashMap<CalleeId, HashMap<ProtocolVersion, ProbeRun>> = HashMap::new();
+        for run in store.newest_finished_probes(from, to).await? {
+            probes
+                .entry(run.callee_id)
+                .or_default()
+                .insert(run.protocol_version, run);
+        }
+        Ok(ids
+            .iter()
+            .map(|id| {
+                let inputs = CalleeInputs::build(
+                    snapshots.remove(id).as_ref(),
+                    subjects.remove(id).unwrap_or_default(),
+                    probes.remove(id).unwrap_or_default(),
+                );
+                (*id, Arc::new(inputs))
+            })
+            .collect())
+    }
+
+    async fn reload_keys(&self) -> Result<(), StoreError> {
+        let keys = self
+            .inner
+            .store
+            .live_keys()
+            .await?
+            .into_iter()
+            .map(|k| (k.key_hash.clone(), Arc::new(k)))
+            .collect();
+        *write(&self.inner.keys) = keys;
+        Ok(())
+    }
+}
+
+/// A poisoned lock still holds a whole map: every writer replaces entries in one step.
+fn read<T>(lock: &RwLock<T>) -> std::sync::RwLockReadGuard<'_, T> {
+    lock.read().unwrap_or_else(PoisonError::into_inner)
+}
+
+fn write<T>(lock: &RwLock<T>) -> std::sync::RwLockWriteGuard<'_, T> {
+    lock.write().unwrap_or_else(PoisonError::into_inner)
+}
