@@ -77,3 +77,77 @@ async fn probe_exits_2_on_usage_and_fetch_errors() {
     let bad_version = cardgate_probe(&[&origin, "--version", "1"]).await;
     assert_eq!(bad_version.status.code(), Some(2));
 }
+
+/// `cardgate keys` writes the same database a running server reads from memory: the server
+/// sees the CLI's key within a second (SQLite: the change feed is polled), and its revocation.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_key_made_and_revoked_by_the_cli_reaches_a_running_server_within_a_second() {
+    let db = crate::support::TestDb::sqlite().await;
+    let server = crate::support::TestServer::start(db.target.clone()).await;
+    let cardgate::storage::DatabaseTarget::Sqlite(path) = &db.target else {
+        unreachable!()
+    };
+    let keys = |args: &[&str]| {
+        tokio::process::Command::new(env!("CARGO_BIN_EXE_cardgate"))
+            .arg("keys")
+            .args(args)
+            .env("DATABASE_URL", format!("sqlite://{}", path.display()))
+            .output()
+    };
+    let created = keys(&["create", "--role", "reader", "--name", "from-cli"])
+        .await
+        .unwrap();
+    assert!(created.status.success(), "{created:?}");
+    let secret = String::from_utf8(created.stdout)
+        .unwrap()
+        .trim()
+        .to_string();
+    let status = |secret: String| {
+        let url = server.url("/v1/callees");
+        async move {
+            crate::support::client_with(&secret)
+                .get(url)
+                .send()
+                .await
+                .unwrap()
+                .status()
+                .as_u16()
+        }
+    };
+    let mut seen = None;
+    for tick in 0..50 {
+        if status(secret.clone()).await == 200 {
+            seen = Some(tick * 20);
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    assert!(
+        seen.is_some_and(|ms| ms <= 1000),
+        "the CLI's key never worked: {seen:?}"
+    );
+
+    let listed = keys(&["list"]).await.unwrap();
+    let listing = String::from_utf8(listed.stdout).unwrap();
+    let id = listing
+        .lines()
+        .find(|l| l.contains("from-cli"))
+        .and_then(|l| l.split_whitespace().next())
+        .unwrap_or_else(|| panic!("no from-cli key in {listing}"))
+        .to_string();
+    let revoked = keys(&["revoke", &id]).await.unwrap();
+    assert!(revoked.status.success(), "{revoked:?}");
+    let mut refused = false;
+    for _ in 0..50 {
+        if status(secret.clone()).await == 401 {
+            refused = true;
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    assert!(
+        refused,
+        "the CLI's revocation did not reach the server within a second"
+    );
+    server.stop().await;
+}

@@ -13,6 +13,7 @@ mod hostile;
 mod layers;
 mod openapi;
 mod probes;
+mod readmodel;
 mod replicas;
 mod restart;
 mod schedule;

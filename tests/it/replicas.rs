@@ -269,3 +269,170 @@ async fn two_replicas_run_every_job_once_and_lose_none_when_one_dies() {
     assert_eq!(verify["ok"], true, "{verify}");
     drop(a);
 }
+
+/// Polls `check` every 20 ms until it holds; returns how long that took, or `None` after
+/// `within`.
+async fn time_until<F, Fut>(within: Duration, mut check: F) -> Option<Duration>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let started = std::time::Instant::now();
+    while started.elapsed() < within {
+        if check().await {
+            return Some(started.elapsed());
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    None
+}
+
+/// Replica B's answer about `callee`: HTTP status and gate state, asked with `token`.
+async fn gate_on(base: &str, token: &str, callee: &str) -> (u16, Value) {
+    let response = crate::support::client_with(token)
+        .get(format!(
+            "{base}/v1/trust?callee_id={callee}&caller_version=1.0"
+        ))
+        .send()
+        .await
+        .unwrap();
+    let status = response.status().as_u16();
+    let body: Value = response.json().await.unwrap_or(Value::Null);
+    (status, body["gate_state"].clone())
+}
+
+/// Two processes answer from their own memory: what one records, the other reflects within a
+/// second (the demotion, a new key, a revoked key), and a listener whose connection the
+/// database kills loses nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn replicas_reflect_each_others_writes_within_a_second() {
+    let Some(db) = TestDb::postgres().await else {
+        return;
+    };
+    let DatabaseTarget::Postgres(url) = db.target.clone() else {
+        unreachable!()
+    };
+    let agent = FakeAgent::start(FakeAgentConfig::default(), Behaviour::Conformant)
+        .await
+        .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let log = |name: &str| dir.path().join(name).display().to_string();
+    let front = LaggingProxy::start(Duration::ZERO).await;
+    let public_url = format!("{}/", front.origin());
+    let a = spawn_replica(&url, &public_url, &log("a.log")).await;
+    front.forward_to(&a.base);
+    let b = spawn_replica(&url, &public_url, &log("b.log")).await;
+    let admin = crate::support::ADMIN_TOKEN;
+    let client = crate::support::client_with(admin);
+
+    // Registered through A (which queues the probe); B's memory follows to the promotion.
+    let created: Value = client
+        .post(format!("{}/v1/callees", a.base))
+        .json(&json!({"card_url": agent.origin()}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let callee = created["id"].as_str().unwrap().to_string();
+    let promoted = time_until(Duration::from_secs(30), || async {
+        gate_on(&b.base, admin, &callee).await.1 == "lifecycle-trusted"
+    })
+    .await;
+    assert!(promoted.is_some(), "B never saw the promotion");
+
+    // A demotion recorded through A.
+    let report: Value = client
+        .post(format!("{}/v1/callees/{callee}/reports", a.base))
+        .json(
+            &json!({"protocol_version": "1.0", "trigger": "terminal-without-timestamp",
+            "evidence": {"observed": [{"state": "TASK_STATE_COMPLETED"}]}}),
+        )
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(report["outcome"], "demoted", "{report}");
+    let seen = time_until(Duration::from_secs(1), || async {
+        gate_on(&b.base, admin, &callee).await.1 == "demoted"
+    })
+    .await;
+    assert!(seen.is_some(), "B did not reflect A's demotion within 1 s");
+    eprintln!("demotion reached B in {seen:?}");
+
+    // A key created through A works on B within a second; revoked through A, it fails there
+    // within a second.
+    let key: Value = client
+        .post(format!("{}/v1/keys", a.base))
+        .json(&json!({"name": "replicated", "role": "reader"}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let secret = key["key"].as_str().unwrap().to_string();
+    let works = time_until(Duration::from_secs(1), || async {
+        gate_on(&b.base, &secret, &callee).await.0 == 200
+    })
+    .await;
+    assert!(
+        works.is_some(),
+        "a key created on A did not work on B within 1 s"
+    );
+    let revoked = client
+        .delete(format!(
+            "{}/v1/keys/{}",
+            a.base,
+            key["id"].as_str().unwrap()
+        ))
+        .send()
+        .await
+        .unwrap();
+    assert!(revoked.status().is_success());
+    let fails = time_until(Duration::from_secs(1), || async {
+        gate_on(&b.base, &secret, &callee).await.0 == 401
+    })
+    .await;
+    assert!(
+        fails.is_some(),
+        "a key revoked on A still worked on B after 1 s"
+    );
+    eprintln!("key created → usable on B in {works:?}; revoked → refused on B in {fails:?}");
+
+    // The database kills every listening connection; a change made right after is not lost.
+    let killed = db
+        .raw(
+            "select pg_terminate_backend(pid) from pg_stat_activity \
+             where datname = current_database() and query ilike 'listen%'",
+        )
+        .await
+        .unwrap();
+    assert!(
+        killed >= 2,
+        "expected both replicas' listeners, killed {killed}"
+    );
+    let key: Value = client
+        .post(format!("{}/v1/keys", a.base))
+        .json(&json!({"name": "after-the-kill", "role": "reader"}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let secret = key["key"].as_str().unwrap().to_string();
+    let recovered = time_until(Duration::from_secs(5), || async {
+        gate_on(&b.base, &secret, &callee).await.0 == 200
+    })
+    .await;
+    assert!(
+        recovered.is_some(),
+        "a change made while B's listener was down was lost"
+    );
+    eprintln!("after the listener was killed, B caught up in {recovered:?}");
+    drop((a, b));
+}

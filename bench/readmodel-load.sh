@@ -1,0 +1,102 @@
+#!/usr/bin/env bash
+# How long cardgate takes to build its in-memory read model, and what it costs in memory, with
+# N subjects on Postgres (issue 12: 100,000 subjects in under 5 s).
+#
+#   bench/readmodel-load.sh            # N=100000
+#   N=20000 bench/readmodel-load.sh
+#
+# One real callee is registered against a conformant fake agent and probed to lifecycle-trusted;
+# its rows (callee, subject, newest snapshot with its assessment, finished probe run with its
+# judgement and transcript) are then cloned N-1 times in SQL, so every subject is as large as a
+# real one. cardgate is started on the database twice, with 1 subject and with N; each start
+# logs how long the load took, and the resident memory after it is read from /proc.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+N=${N:-100000}
+PG_ADMIN=${BENCH_DATABASE_URL:-postgres://postgres@127.0.0.1:5432/postgres}
+TOKEN=bench-admin-token-0123456789abcdefghijklmnop
+WORK=$(mktemp -d)
+export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-target}
+cargo build --quiet --release --bin cardgate --example fake-agent
+BIN=$CARGO_TARGET_DIR/release
+
+pids=()
+cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; }
+trap cleanup EXIT
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+wait_ready() { for _ in $(seq 1 600); do curl -fsS "$1" >/dev/null 2>&1 && return 0; sleep 0.1; done; echo "not ready: $1" >&2; return 1; }
+
+PG_DB=cardgate_rmbench_$$
+psql "$PG_ADMIN" -qc "create database $PG_DB" >/dev/null
+PG_URL="${PG_ADMIN%/*}/$PG_DB"
+AGENT_PORT=$(free_port)
+"$BIN/examples/fake-agent" --listen "127.0.0.1:$AGENT_PORT" > "$WORK/agent.log" 2>&1 &
+pids+=($!)
+wait_ready "http://127.0.0.1:$AGENT_PORT/.well-known/agent-card.json"
+
+start() { # log → sets PORT, SERVER
+  PORT=$(free_port)
+  DATABASE_URL=$PG_URL CARDGATE_LISTEN="127.0.0.1:$PORT" CARDGATE_ADMIN_TOKEN=$TOKEN \
+  CARDGATE_ALLOW_NETWORKS=127.0.0.0/8 CARDGATE_PUBLIC_URL="http://127.0.0.1:$PORT/" \
+  CARDGATE_REFRESH_SCHEDULE="0 0 0 1 1 *" RUST_LOG=warn,cardgate::app=info \
+    "$BIN/cardgate" serve > "$WORK/$1" 2>&1 &
+  SERVER=$!
+  pids+=($SERVER)
+  wait_ready "http://127.0.0.1:$PORT/readyz"
+}
+stop() { kill "$SERVER"; wait "$SERVER" 2>/dev/null || true; }
+loaded() { grep -o '"read model loaded".*\|read model loaded.*' "$WORK/$1" | head -1; }
+rss_kib() { awk '/VmRSS/ {print $2}' "/proc/$SERVER/status"; }
+
+start first.log
+url="http://127.0.0.1:$PORT"
+callee=$(curl -fsS -H "Authorization: Bearer $TOKEN" -H 'content-type: application/json' \
+  -d "{\"card_url\":\"http://127.0.0.1:$AGENT_PORT\"}" "$url/v1/callees" | python3 -c 'import sys,json; print(json.load(sys.stdin)["id"])')
+for _ in $(seq 1 100); do
+  gate=$(curl -fsS -H "Authorization: Bearer $TOKEN" "$url/v1/callees/$callee" | python3 -c 'import sys,json; print(json.load(sys.stdin)["subjects"][0]["gate_state"])')
+  [ "$gate" = lifecycle-trusted ] && break; sleep 0.2
+done
+echo "template subject: $gate"
+stop
+
+start one.log
+one_rss=$(rss_kib)
+echo "1 subject: $(loaded one.log); RSS $one_rss KiB"
+stop
+
+echo "cloning the template to $N subjects..."
+psql "$PG_URL" -v ON_ERROR_STOP=1 -q <<SQL
+create table bench_ids as select gen_random_uuid() as id, n from generate_series(2, $N) as n;
+insert into callees (id, card_url, name, created_at, fetch_failures, next_fetch_at, refresh_generation)
+  select i.id, c.card_url || '/clone/' || i.n, c.name, c.created_at, 0, now() + interval '1 year', 0
+  from bench_ids i cross join callees c where c.id = '$callee';
+insert into subjects (callee_id, protocol_version, gate_state, state, last_seq, last_hash,
+    last_change_seq, last_change_at, created_at)
+  select i.id, s.protocol_version, s.gate_state, s.state, s.last_seq, s.last_hash,
+    s.last_change_seq, s.last_change_at, s.created_at
+  from bench_ids i cross join subjects s where s.callee_id = '$callee';
+insert into card_snapshots (id, callee_id, fetched_at, url, sha256, raw, etag, last_modified,
+    trusted, assessment)
+  select gen_random_uuid(), i.id, s.fetched_at, s.url, s.sha256, s.raw, s.etag, s.last_modified,
+    s.trusted, s.assessment
+  from bench_ids i cross join card_snapshots s where s.callee_id = '$callee';
+insert into probe_runs (id, callee_id, protocol_version, status, reason, requested_by, created_at,
+    started_at, finished_at, interface_url, wire, push_token, passed, judgement, observations,
+    transcript, error, ledger_seqs, start_seq)
+  select gen_random_uuid(), i.id, r.protocol_version, r.status, r.reason, r.requested_by,
+    r.created_at, r.started_at, r.finished_at, r.interface_url, r.wire, md5(random()::text || i.n),
+    r.passed, r.judgement, r.observations, r.transcript, r.error, r.ledger_seqs, r.start_seq
+  from bench_ids i cross join probe_runs r where r.callee_id = '$callee' and r.status = 'finished';
+drop table bench_ids;
+analyze;
+SQL
+psql "$PG_URL" -Atc "select 'rows: ' || (select count(*) from subjects) || ' subjects, ' || (select count(*) from card_snapshots) || ' snapshots, ' || (select count(*) from probe_runs) || ' runs; assessment ' || (select avg(length(assessment))::int from card_snapshots) || ' B, judgement ' || (select avg(length(judgement))::int from probe_runs) || ' B'"
+
+start many.log
+many_rss=$(rss_kib)
+echo "$N subjects: $(loaded many.log); RSS $many_rss KiB"
+echo "== memory per subject: $(( (many_rss - one_rss) * 1024 / (N - 1) )) bytes (RSS difference / $((N - 1)))"
+stop
+
+cleanup
+psql "$PG_ADMIN" -qc "drop database if exists $PG_DB with (force)" >/dev/null || true

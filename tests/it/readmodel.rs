@@ -1,0 +1,327 @@
+//! The in-memory read model: it answers what the store would, after any sequence of writes;
+//! `min_seq` reads a write back and waits only so long for one that was never made.
+
+use std::collections::BTreeSet;
+use std::time::{Duration, Instant};
+
+use cardgate::domain::capability::Capability;
+use cardgate::domain::decision::{Dedup, Posture};
+use cardgate::domain::ids::CalleeId;
+use cardgate::domain::version::ProtocolVersion;
+use cardgate::fake_agent::{Behaviour, FakeAgent, FakeAgentConfig};
+use cardgate::service::readmodel::ReadModel;
+use cardgate::service::trust;
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use serde_json::{Value, json};
+
+use crate::probes::{probe, register};
+use crate::support::{TestDb, TestServer, client_with, error_code, json_of, on_both_backends};
+
+on_both_backends!(
+    min_seq_reads_a_write_back_and_waits_boundedly_for_one_not_made,
+    the_read_model_answers_as_the_store_after_random_writes,
+);
+
+/// A report that demotes a `lifecycle-trusted` subject.
+fn demoting_report(version: &str) -> Value {
+    json!({"protocol_version": version, "trigger": "terminal-without-timestamp",
+        "evidence": {"observed": [{"state": "TASK_STATE_COMPLETED"}]}})
+}
+
+async fn trust(server: &TestServer, callee: &str, extra: &str) -> (u16, Value) {
+    server
+        .get(&format!(
+            "/v1/trust?callee_id={callee}&caller_version=1.0{extra}"
+        ))
+        .await
+}
+
+async fn min_seq_reads_a_write_back_and_waits_boundedly_for_one_not_made(db: TestDb) {
+    let agent = FakeAgent::start(FakeAgentConfig::default(), Behaviour::Conformant)
+        .await
+        .unwrap();
+    let server = TestServer::start(db.target.clone()).await;
+    let callee = register(&server, &agent.origin(), json!({})).await;
+    let run = probe(&server, &callee, "1.0").await;
+    assert_eq!(run["verdict"]["passed"], true, "{:#}", run["verdict"]);
+
+    let (status, report) = server
+        .post(
+            &format!("/v1/callees/{callee}/reports"),
+            demoting_report("1.0"),
+        )
+        .await;
+    assert_eq!(status, 201, "{report}");
+    assert_eq!(report["outcome"], "demoted");
+    let seq = report["ledger_seq"]
+        .as_i64()
+        .expect("the report names its seq");
+    // Read back at that seq: the demotion is there, and the evidence names it.
+    let (status, decision) = trust(&server, &callee, &format!("&min_seq={seq}")).await;
+    assert_eq!(status, 200, "{decision}");
+    assert_eq!(decision["gate_state"], "demoted", "{decision:#}");
+    assert_eq!(decision["evidence"]["ledger_seq"], seq);
+
+    // A seq nobody wrote: the replica looks, waits its second, and says it is behind.
+    let started = Instant::now();
+    let (status, body) = trust(&server, &callee, &format!("&min_seq={}", seq + 1000)).await;
+    let waited = started.elapsed();
+    assert_eq!((status, error_code(&body)), (503, "unavailable"), "{body}");
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("not caught up"),
+        "{body}"
+    );
+    assert!(waited >= Duration::from_millis(900), "{waited:?}");
+    let response = server
+        .client
+        .get(server.url(&format!(
+            "/v1/trust?callee_id={callee}&caller_version=1.0&min_seq={}",
+            seq + 1000
+        )))
+        .send()
+        .await
+        .unwrap();
+    assert!(response.headers().contains_key("retry-after"));
+
+    for bad in ["-1", "x", "99999999999999999999"] {
+        let (status, body) = trust(&server, &callee, &format!("&min_seq={bad}")).await;
+        assert_eq!(
+            (status, error_code(&body)),
+            (400, "invalid_request"),
+            "{bad}: {body}"
+        );
+    }
+    // A listing of reports has no seq to offer: only the submission does.
+    let (_, page) = server.get(&format!("/v1/callees/{callee}/reports")).await;
+    assert!(page["items"][0].get("ledger_seq").is_none(), "{page}");
+    server.stop().await;
+}
+
+/// The parts of a decision both answers share.
+fn essence(decision: &Value) -> Value {
+    json!({
+        "authoritative": decision["authoritative"],
+        "gate_state": decision["gate_state"],
+        "conditions": decision["conditions"],
+        "evidence": decision["evidence"],
+    })
+}
+
+/// Every posture the comparison asks with: each version the agents could offer and one none
+/// does, both dedup modes, with and without required capabilities.
+fn postures() -> Vec<Posture> {
+    let mut out = Vec::new();
+    for version in ["1.0", "1.1", "0.3", "2.0"] {
+        for dedup in [Dedup::Timestamp, Dedup::None] {
+            for requires in [
+                BTreeSet::new(),
+                BTreeSet::from([Capability::Streaming, Capability::PushNotifications]),
+            ] {
+                out.push(Posture {
+                    caller_version: ProtocolVersion::parse_exact(version).unwrap(),
+                    dedup,
+                    requires,
+                });
+            }
+        }
+    }
+    out
+}
+
+fn query(callee: &str, posture: &Posture) -> String {
+    let requires: Vec<String> = posture.requires.iter().map(ToString::to_string).collect();
+    format!(
+        "/v1/trust?callee_id={callee}&caller_version={}&dedup={}&requires={}",
+        posture.caller_version,
+        match posture.dedup {
+            Dedup::Timestamp => "timestamp",
+            Dedup::None => "none",
+        },
+        requires.join(",")
+    )
+}
+
+/// For every callee and posture: the server's answer (its read model, kept current by the
+/// writes), a read model loaded afresh (the bulk load), and the store read row by row agree.
+async fn assert_model_matches_store(
+    db: &TestDb,
+    server: &TestServer,
+    callees: &[String],
+    step: &str,
+) {
+    let fresh = ReadModel::load(db.store.clone()).await.unwrap();
+    for callee in callees {
+        let id = CalleeId(callee.parse().unwrap());
+        for posture in postures() {
+            let expected = trust::decide_from_store(&db.store, id, &posture)
+                .await
+                .unwrap();
+            let expected = essence(&serde_json::to_value(&expected).unwrap());
+            let (status, served) = server.get(&query(callee, &posture)).await;
+            assert_eq!(status, 200, "{step}: {served}");
+            assert_eq!(
+                essence(&served),
+                expected,
+                "{step}: the server's model differs from the store for {callee} {posture:?}"
+            );
+            let loaded = fresh
+                .decide(id, &posture)
+                .expect("the fresh model knows it");
+            assert_eq!(
+                essence(&serde_json::to_value(&loaded).unwrap()),
+                expected,
+                "{step}: a freshly loaded model differs from the store for {callee} {posture:?}"
+            );
+        }
+    }
+}
+
+const BEHAVIOURS: [Behaviour; 4] = [
+    Behaviour::Conformant,
+    Behaviour::NoTerminalTimestamp,
+    Behaviour::PushRegistration500,
+    Behaviour::Conformant,
+];
+
+async fn the_read_model_answers_as_the_store_after_random_writes(db: TestDb) {
+    let mut agents = Vec::new();
+    for _ in 0..3 {
+        let agent = FakeAgent::start(FakeAgentConfig::default(), Behaviour::Conformant);
+        agents.push(agent.await.unwrap());
+    }
+    let server = TestServer::start(db.target.clone()).await;
+    // The seed is printed so that a failing sequence can be replayed.
+    let seed: u64 = std::env::var("CARDGATE_PROPTEST_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(rand::random);
+    eprintln!("read model property: seed {seed} ({})", db.backend());
+    let mut rng = StdRng::seed_from_u64(seed);
+    let mut callees: Vec<String> = Vec::new();
+    let mut keys: Vec<(String, String, bool)> = Vec::new(); // (id, secret, live)
+    for step in 0..24 {
+        let registered = callees.len();
+        let op = if registered == 0 {
+            0
+        } else {
+            rng.random_range(0..7)
+        };
+        let pick = rng.random_range(0..agents.len().max(1));
+        let what = match op {
+            0 if registered < agents.len() => {
+                callees.push(register(&server, &agents[registered].origin(), json!({})).await);
+                format!("register agent {registered}")
+            }
+            0 | 1 => {
+                let i = pick % registered;
+                let version = if rng.random_bool(0.7) { "1.0" } else { "1.1" };
+                let run = probe_any(&server, &callees[i], version).await;
+                format!("probe {i} at {version}: {run}")
+            }
+            2 => {
+                let i = pick % registered;
+                let (status, body) = server
+                    .post(
+                        &format!("/v1/callees/{}/reports", callees[i]),
+                        demoting_report("1.0"),
+                    )
+                    .await;
+                format!("report on {i}: {status} {}", body["outcome"])
+            }
+            3 => {
+                let i = pick % registered;
+                let versions = match rng.random_range(0..3) {
+                    0 => vec!["1.0"],
+                    1 => vec!["1.0", "1.1"],
+                    _ => vec!["1.0", "0.3"],
+                };
+                agents[i].set_versions(versions.clone());
+                let (status, _) = server
+                    .post(&format!("/v1/callees/{}/refresh", callees[i]), json!({}))
+                    .await;
+                format!("agent {i} offers {versions:?}, refreshed: {status}")
+            }
+            4 => {
+                let i = pick % agents.len();
+                let behaviour = BEHAVIOURS[rng.random_range(0..BEHAVIOURS.len())];
+                agents[i].set_behaviour(behaviour);
+                format!("agent {i} behaves {behaviour:?}")
+            }
+            5 => {
+                let i = pick % registered;
+                let push = rng.random_bool(0.5);
+                agents[i].advertise_push(push);
+                let (status, _) = server
+                    .post(&format!("/v1/callees/{}/refresh", callees[i]), json!({}))
+                    .await;
+                format!("agent {i} advertises push {push}, refreshed: {status}")
+            }
+            _ => key_op(&server, &mut keys, &mut rng).await,
+        };
+        let step = format!("seed {seed}, step {step} ({what})");
+        assert_model_matches_store(&db, &server, &callees, &step).await;
+        for (id, secret, live) in &keys {
+            let (status, _) = json_of(
+                client_with(secret)
+                    .get(server.url("/v1/callees"))
+                    .send()
+                    .await
+                    .unwrap(),
+            )
+            .await;
+            assert_eq!(status, if *live { 200 } else { 401 }, "{step}: key {id}");
+        }
+    }
+    server.stop().await;
+}
+
+/// A probe request that may be refused (the version is not offered, or one is running).
+async fn probe_any(server: &TestServer, callee: &str, version: &str) -> String {
+    let (status, run) = server
+        .post(
+            &format!("/v1/callees/{callee}/probes"),
+            json!({"protocol_version": version}),
+        )
+        .await;
+    if status != 202 {
+        return format!("refused {status}");
+    }
+    let run = crate::probes::wait(server, run["id"].as_str().unwrap()).await;
+    format!("{} passed={}", run["status"], run["verdict"]["passed"])
+}
+
+/// Creates a key, or revokes a live one.
+async fn key_op(
+    server: &TestServer,
+    keys: &mut Vec<(String, String, bool)>,
+    rng: &mut StdRng,
+) -> String {
+    let live: Vec<usize> = (0..keys.len()).filter(|i| keys[*i].2).collect();
+    if live.is_empty() || rng.random_bool(0.5) {
+        let (status, body) = server
+            .post(
+                "/v1/keys",
+                json!({"name": format!("k{}", keys.len()), "role": "reader"}),
+            )
+            .await;
+        assert_eq!(status, 201, "{body}");
+        let id = body["id"].as_str().unwrap().to_string();
+        keys.push((id.clone(), body["key"].as_str().unwrap().to_string(), true));
+        format!("key {id} created")
+    } else {
+        let i = live[rng.random_range(0..live.len())];
+        let response = server
+            .client
+            .delete(server.url(&format!("/v1/keys/{}", keys[i].0)))
+            .send()
+            .await
+            .unwrap();
+        assert!(response.status().is_success(), "{}", response.status());
+        keys[i].2 = false;
+        format!("key {} revoked", keys[i].0)
+    }
+}
