@@ -4,6 +4,7 @@
 #
 #   bench/readmodel-load.sh            # N=100000
 #   N=20000 bench/readmodel-load.sh
+#   KEEP_DB=1 bench/readmodel-load.sh   # keep the database, to profile a start against it
 #
 # One real callee is registered against a conformant fake agent and probed to lifecycle-trusted;
 # its rows (callee, subject, newest snapshot with its assessment, finished probe run with its
@@ -66,7 +67,14 @@ stop
 
 echo "cloning the template to $N subjects..."
 psql "$PG_URL" -v ON_ERROR_STOP=1 -q <<SQL
-create table bench_ids as select gen_random_uuid() as id, n from generate_series(2, $N) as n;
+-- UUID v7 ids, as cardgate makes them: time-ordered, so rows sit in the heap in id order as
+-- they would after real registrations (random v4 ids would scatter every page of the load).
+create function bench_v7(n bigint, salt text) returns uuid language sql as \$\$
+  select (substr(h, 1, 8) || '-' || substr(h, 9, 4) || '-7' || substr(r, 1, 3) || '-8'
+    || substr(r, 4, 3) || '-' || substr(r, 7, 12))::uuid
+  from (select lpad(to_hex(1800000000000 + n), 12, '0') as h, md5(salt || n) as r) as parts
+\$\$;
+create table bench_ids as select bench_v7(n, 'callee') as id, n from generate_series(2, $N) as n;
 insert into callees (id, card_url, name, created_at, fetch_failures, next_fetch_at, refresh_generation)
   select i.id, c.card_url || '/clone/' || i.n, c.name, c.created_at, 0, now() + interval '1 year', 0
   from bench_ids i cross join callees c where c.id = '$callee';
@@ -77,20 +85,22 @@ insert into subjects (callee_id, protocol_version, gate_state, state, last_seq, 
   from bench_ids i cross join subjects s where s.callee_id = '$callee';
 insert into card_snapshots (id, callee_id, fetched_at, url, sha256, raw, etag, last_modified,
     trusted, assessment)
-  select gen_random_uuid(), i.id, s.fetched_at, s.url, s.sha256, s.raw, s.etag, s.last_modified,
+  select bench_v7(i.n, 'snapshot'), i.id, s.fetched_at, s.url, s.sha256, s.raw, s.etag, s.last_modified,
     s.trusted, s.assessment
   from bench_ids i cross join card_snapshots s where s.callee_id = '$callee';
 insert into probe_runs (id, callee_id, protocol_version, status, reason, requested_by, created_at,
     started_at, finished_at, interface_url, wire, push_token, passed, judgement, observations,
-    transcript, error, ledger_seqs, start_seq)
-  select gen_random_uuid(), i.id, r.protocol_version, r.status, r.reason, r.requested_by,
+    transcript, error, ledger_seqs, start_seq, facts)
+  select bench_v7(i.n, 'run'), i.id, r.protocol_version, r.status, r.reason, r.requested_by,
     r.created_at, r.started_at, r.finished_at, r.interface_url, r.wire, md5(random()::text || i.n),
-    r.passed, r.judgement, r.observations, r.transcript, r.error, r.ledger_seqs, r.start_seq
+    r.passed, r.judgement, r.observations, r.transcript, r.error, r.ledger_seqs, r.start_seq,
+    r.facts
   from bench_ids i cross join probe_runs r where r.callee_id = '$callee' and r.status = 'finished';
 drop table bench_ids;
+drop function bench_v7;
 analyze;
 SQL
-psql "$PG_URL" -Atc "select 'rows: ' || (select count(*) from subjects) || ' subjects, ' || (select count(*) from card_snapshots) || ' snapshots, ' || (select count(*) from probe_runs) || ' runs; assessment ' || (select avg(length(assessment))::int from card_snapshots) || ' B, judgement ' || (select avg(length(judgement))::int from probe_runs) || ' B'"
+psql "$PG_URL" -Atc "select 'rows: ' || (select count(*) from subjects) || ' subjects, ' || (select count(*) from card_snapshots) || ' snapshots, ' || (select count(*) from probe_runs) || ' runs; assessment ' || (select avg(length(assessment))::int from card_snapshots) || ' B, judgement ' || (select avg(length(judgement))::int from probe_runs) || ' B, facts ' || (select avg(length(facts))::int from probe_runs) || ' B'"
 
 start many.log
 many_rss=$(rss_kib)
@@ -99,4 +109,8 @@ echo "== memory per subject: $(( (many_rss - one_rss) * 1024 / (N - 1) )) bytes 
 stop
 
 cleanup
-psql "$PG_ADMIN" -qc "drop database if exists $PG_DB with (force)" >/dev/null || true
+if [ -n "${KEEP_DB:-}" ]; then
+  echo "kept the database: $PG_URL"
+else
+  psql "$PG_ADMIN" -qc "drop database if exists $PG_DB with (force)" >/dev/null || true
+fi

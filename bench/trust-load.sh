@@ -5,10 +5,11 @@
 #
 #   bench/trust-load.sh            # 20 s per target, 2 wrk threads, 64 connections
 #   DURATION=60s CONNECTIONS=128 bench/trust-load.sh
+#   PERF=1 bench/trust-load.sh     # also a perf profile of the server during each trust run
 #
 # What is measured: a promoted subject of a conformant fake agent, asked about by a caller holding
-# a reader key, with `requires=streaming,pushNotifications`: an API-key lookup, the rate limiter, and the decision
-# (callee, subject, newest snapshot and newest finished probe read from the database).
+# a reader key, with `requires=streaming,pushNotifications`: the key checked against memory, the
+# rate limiter, and the decision evaluated from the in-memory read model (no database access).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 DURATION=${DURATION:-20s}
@@ -75,7 +76,16 @@ bench_backend() { # name database_url
   curl -fsS -H "Authorization: Bearer $reader" "$url/v1/trust?callee_id=$callee&caller_version=1.0&requires=streaming,pushNotifications" | head -c 300; echo
   local pg_before pg_after cg_before cg_after
   cg_before=$(cpu_of "$server"); pg_before=$(cpu_of $(pgrep -x postgres || true))
+  if [ -n "${PERF:-}" ]; then # a CPU profile of the server during the run: PERF=1
+    perf record -F 999 -g -o "$WORK/$1.perf" -p "$server" > /dev/null 2>&1 &
+    perf_pid=$!
+  fi
   run_wrk "$1" "$url/v1/trust?callee_id=$callee&caller_version=1.0&requires=streaming,pushNotifications" "Authorization: Bearer $reader"
+  if [ -n "${PERF:-}" ]; then
+    kill -INT "$perf_pid"; wait "$perf_pid" || true
+    echo "top of the profile ($WORK/$1.perf):"
+    perf report -i "$WORK/$1.perf" --no-children --sort dso,symbol 2>/dev/null | grep -E '^ +[0-9]' | head -"${PERF_TOP:-25}"
+  fi
   cg_after=$(cpu_of "$server"); pg_after=$(cpu_of $(pgrep -x postgres || true))
   report_cpu cardgate "$(requests_of "$1")" "$cg_before" "$cg_after"
   if [ "$1" = postgres ]; then report_cpu "postgres (all backends)" "$(requests_of "$1")" "$pg_before" "$pg_after"; fi

@@ -10,6 +10,11 @@ use cardgate::cli::{Cli, Command};
 use cardgate::storage::Store;
 use cardgate::{http, telemetry};
 
+/// mimalloc rather than the system allocator: building the read model and answering decisions
+/// allocate many small, short-lived values (measured in BENCHMARKS.md).
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 #[tokio::main]
 async fn main() -> ExitCode {
     let cli = Cli::parse();

@@ -16,7 +16,7 @@ use super::time;
 use super::version::ProtocolVersion;
 
 mod facts;
-pub use facts::{card_facts, input, probe_facts};
+pub use facts::{JudgementFacts, VerdictFacts, card_facts, input, probe_facts};
 
 /// How the caller deduplicates terminal events.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, serde::Deserialize)]

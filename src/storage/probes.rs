@@ -8,8 +8,8 @@ use super::changes::{Changed, RecordChange};
 use super::jobs::{FinishLeased, OnDuplicate, insert_job_query};
 use super::ledger::AppendEvents;
 use super::{BeginWrite, Store, StoreError, dispatch};
-use crate::domain::gate::Subject;
-use crate::domain::gate::SubjectState;
+use crate::domain::decision::{JudgementFacts, ProbeFacts};
+use crate::domain::gate::{ProbeStart, Subject, SubjectState};
 use crate::domain::ids::{CalleeId, JobId, ProbeRunId};
 use crate::domain::job::Job;
 use crate::domain::ledger::{EventBody, EventRecord, NewEvent};
@@ -180,6 +180,41 @@ fn run_state(r: &RunRow) -> Result<RunState, StoreError> {
     })
 }
 
+/// A finished run as decisions read it.
+#[derive(sqlx::FromRow)]
+struct FactsRow {
+    id: Uuid,
+    callee_id: Uuid,
+    protocol_version: String,
+    started_at: Option<DateTime<Utc>>,
+    start_seq: Option<i64>,
+    facts: Option<String>,
+}
+
+impl TryFrom<FactsRow> for (CalleeId, ProtocolVersion, ProbeFacts) {
+    type Error = StoreError;
+    fn try_from(r: FactsRow) -> Result<Self, StoreError> {
+        let corrupt = |what: &str| StoreError::corrupt(format!("finished run {} {what}", r.id));
+        let facts: JudgementFacts = serde_json::from_str(
+            r.facts
+                .as_deref()
+                .ok_or_else(|| corrupt("has no judgement"))?,
+        )
+        .map_err(StoreError::corrupt)?;
+        let start = ProbeStart {
+            head_seq: r.start_seq,
+            at: r.started_at.ok_or_else(|| corrupt("has no start"))?,
+        };
+        let version =
+            ProtocolVersion::parse_exact(&r.protocol_version).map_err(StoreError::corrupt)?;
+        Ok((
+            r.callee_id.into(),
+            version,
+            facts.of_run(r.id.into(), start),
+        ))
+    }
+}
+
 macro_rules! run_columns {
     () => {
         "id, callee_id, protocol_version, status, reason, requested_by, created_at, started_at, \
@@ -279,25 +314,24 @@ impl Store {
         row.map(TryInto::try_into).transpose()
     }
 
-    /// The newest finished run of every subject of the callees with an id in `from..=to`
-    /// (ordered as [`latest_finished_probe`](Self::latest_finished_probe) orders them): one
-    /// page of the read model's bulk load.
-    pub async fn newest_finished_probes(
+    /// What decisions read of the newest finished run of every subject of the callees with an
+    /// id in `from..=to` (ordered as [`latest_finished_probe`](Self::latest_finished_probe)
+    /// orders them): one page of the read model's bulk load. The newest runs are chosen on
+    /// their ids alone, then only their compact facts are read.
+    pub async fn newest_probe_facts(
         &self,
         from: CalleeId,
         to: CalleeId,
-    ) -> Result<Vec<ProbeRun>, StoreError> {
-        let rows: Vec<RunRow> = dispatch!(self, |pool| {
-            sqlx::query_as(concat!(
-                "select ",
-                run_columns!(),
-                " from (select ",
-                run_summary_columns!(),
-                ", row_number() over (partition by callee_id, protocol_version \
-                 order by start_seq desc nulls last, started_at desc) as newest \
-                 from probe_runs where callee_id between $1 and $2 and status = 'finished') as r \
-                 where newest = 1"
-            ))
+    ) -> Result<Vec<(CalleeId, ProtocolVersion, ProbeFacts)>, StoreError> {
+        let rows: Vec<FactsRow> = dispatch!(self, |pool| {
+            sqlx::query_as(
+                "select id, callee_id, protocol_version, started_at, start_seq, \
+                 coalesce(facts, judgement) as facts from probe_runs where id in \
+                 (select id from (select id, row_number() over (partition by callee_id, protocol_version \
+                  order by start_seq desc nulls last, started_at desc) as newest \
+                  from probe_runs where callee_id between $1 and $2 and status = 'finished') as r \
+                  where newest = 1)",
+            )
             .bind(from.0)
             .bind(to.0)
             .fetch_all(pool)
@@ -388,7 +422,8 @@ impl Store {
             let seqs: Vec<i64> = appended.iter().map(|(e, _)| e.seq).collect();
             let updated = sqlx::query(
                 "update probe_runs set status = 'finished', finished_at = $2, passed = $3, judgement = $4, \
-                 observations = $5, transcript = $6, ledger_seqs = $7 where id = $1 and status = 'running'",
+                 observations = $5, transcript = $6, ledger_seqs = $7, facts = $8 \
+                 where id = $1 and status = 'running'",
             )
             .bind(id.0)
             .bind(now)
@@ -397,6 +432,10 @@ impl Store {
             .bind(serde_json::to_string(finished.observations).expect("observations serialize"))
             .bind(finished.transcript.to_string())
             .bind(serde_json::to_string(&seqs).expect("numbers serialize"))
+            .bind(
+                serde_json::to_string(&JudgementFacts::from(finished.judgement))
+                    .expect("facts serialize"),
+            )
             .execute(&mut *tx)
             .await?
             .rows_affected();

@@ -2,13 +2,61 @@
 //! folded state and its newest finished probe become one [`DecisionInput`]. Pure, so the
 //! in-memory read model and a decision read straight from the store reduce the same way.
 
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
 use url::Url;
 
-use super::{CardFacts, CardTrust, DecisionInput, OfferedInterface, ProbeFacts, SubjectFacts};
+use super::{
+    CapabilityOutcome, CardFacts, CardTrust, DecisionInput, OfferedInterface, ProbeFacts,
+    SubjectFacts,
+};
+use crate::domain::capability::Capability;
 use crate::domain::card::signature::SignatureVerdict;
 use crate::domain::card::{CardSnapshot, origin_text, same_origin};
 use crate::domain::gate::{ProbeStart, Subject};
-use crate::domain::probe::ProbeRun;
+use crate::domain::ids::ProbeRunId;
+use crate::domain::probe::{Judgement, ProbeRun};
+
+/// The part of a judgement decisions read, in the judgement's own JSON shape: stored beside
+/// each judgement, it is a few hundred bytes where the judgement is kilobytes, and it reads
+/// from either (a whole judgement is a superset of it).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct JudgementFacts {
+    pub verdict: VerdictFacts,
+    pub capabilities: BTreeMap<Capability, CapabilityOutcome>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct VerdictFacts {
+    pub lifecycle: Result<(), String>,
+    pub untimestamped: Vec<String>,
+}
+
+impl From<&Judgement> for JudgementFacts {
+    fn from(j: &Judgement) -> Self {
+        Self {
+            verdict: VerdictFacts {
+                lifecycle: j.verdict.lifecycle.clone(),
+                untimestamped: j.verdict.untimestamped.clone(),
+            },
+            capabilities: j.capabilities.clone(),
+        }
+    }
+}
+
+impl JudgementFacts {
+    /// The facts of run `id`, which started at `start`.
+    pub fn of_run(self, id: ProbeRunId, start: ProbeStart) -> ProbeFacts {
+        ProbeFacts {
+            probe_run_id: id,
+            start,
+            lifecycle: self.verdict.lifecycle,
+            untimestamped: self.verdict.untimestamped,
+            capabilities: self.capabilities,
+        }
+    }
+}
 
 /// What the newest snapshot says on its own, before any subject's later fetch failure.
 pub fn card_facts(snapshot: &CardSnapshot) -> CardFacts {
@@ -58,16 +106,11 @@ pub fn card_facts(snapshot: &CardSnapshot) -> CardFacts {
 pub fn probe_facts(run: &ProbeRun) -> Option<ProbeFacts> {
     let judgement = run.judgement()?;
     let start = run.start()?;
-    Some(ProbeFacts {
-        probe_run_id: run.id,
-        start: ProbeStart {
-            head_seq: start.seq,
-            at: start.at,
-        },
-        lifecycle: judgement.verdict.lifecycle.clone(),
-        untimestamped: judgement.verdict.untimestamped.clone(),
-        capabilities: judgement.capabilities.clone(),
-    })
+    let start = ProbeStart {
+        head_seq: start.seq,
+        at: start.at,
+    };
+    Some(JudgementFacts::from(judgement).of_run(run.id, start))
 }
 
 /// One decision's input. A fetch failure recorded on the subject after the newest good
