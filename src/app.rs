@@ -82,7 +82,7 @@ impl App {
         tracing::info!(
             callees = loaded.callees,
             subjects = loaded.subjects,
-            keys = loaded.keys,
+            keys = loaded.live_keys,
             ledger_seq = loaded.applied.ledger_seq,
             millis = started.elapsed().as_millis(),
             "read model loaded"

@@ -387,9 +387,7 @@ pub async fn get_callee(
     Path(id): Path<Uuid>,
 ) -> Result<Json<CalleeView>, ApiError> {
     Ok(Json(
-        callees::get(&app.services.store, CalleeId(id))
-            .await?
-            .into(),
+        callees::get(&app.services, CalleeId(id)).await?.into(),
     ))
 }
 

@@ -301,7 +301,7 @@ pub async fn get_probe(
     State(app): State<ApiState>,
     Path(id): Path<Uuid>,
 ) -> Result<Json<ProbeRunView>, ApiError> {
-    let run = probe::get(&app.services.store, ProbeRunId(id)).await?;
+    let run = probe::get(&app.services, ProbeRunId(id)).await?;
     let ledger_events: Vec<EventView> =
         ledger::events_at(&app.services.store, run.callee_id, &run.ledger_seqs)
             .await?

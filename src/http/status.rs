@@ -103,6 +103,20 @@ pub struct StatusView {
     pub database: String,
     pub scheduler: SchedulerView,
     pub queue: QueueView,
+    pub read_model: ReadModelView,
+}
+
+/// What this process answers decisions and key checks from, and how far it has caught up.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ReadModelView {
+    pub callees: usize,
+    pub subjects: usize,
+    /// Live API keys.
+    pub keys: usize,
+    /// The last change-feed row applied.
+    pub change_seq: i64,
+    /// The ledger seq everything applied reflects: what `min_seq` is compared with.
+    pub ledger_seq: i64,
 }
 
 #[derive(Debug, Serialize, ToSchema)]
@@ -187,6 +201,16 @@ pub async fn status(app: &ApiState) -> Result<StatusView, ApiError> {
             lag_seconds: stats
                 .oldest_due
                 .map_or(0.0, |t| (now - t).num_milliseconds().max(0) as f64 / 1000.0),
+        },
+        read_model: {
+            let model = app.services.view.stats();
+            ReadModelView {
+                callees: model.callees,
+                subjects: model.subjects,
+                keys: model.live_keys,
+                change_seq: model.applied.change_seq,
+                ledger_seq: model.applied.ledger_seq,
+            }
         },
     })
 }

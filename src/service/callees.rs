@@ -598,9 +598,14 @@ pub async fn set_trusted_keys(
     refresh(services, callee_id, Revalidate::Always, actor, None).await
 }
 
-pub async fn get(store: &Store, id: CalleeId) -> Result<CalleeDetail, ServiceError> {
+/// A callee with its subjects. What the detail shows (a gate moved by background work) is in
+/// this process's decisions by the time it is answered: the read model catches up first.
+pub async fn get(services: &Services, id: CalleeId) -> Result<CalleeDetail, ServiceError> {
+    let store = &services.store;
     let callee = store.callee(id).await.map_err(no_callee(id))?;
-    detail(store, callee).await
+    let detail = detail(store, callee).await?;
+    services.view.sync().await;
+    Ok(detail)
 }
 
 async fn detail(store: &Store, callee: Callee) -> Result<CalleeDetail, ServiceError> {

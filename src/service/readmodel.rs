@@ -76,12 +76,24 @@ impl CalleeInputs {
     }
 }
 
-/// What the model holds, for `/v1/status` and the benchmarks.
+/// How a ledger seq stands with the model.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Reflection {
+    Reflected,
+    /// The ledger had no such seq when the model caught up; `head` is where it ended.
+    Ahead {
+        head: i64,
+    },
+    /// The model could not catch up in time (the database is slow or unreachable).
+    Behind,
+}
+
+/// What the model holds, for `/v1/status` and the start-up log.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ModelStats {
     pub callees: usize,
     pub subjects: usize,
-    pub keys: usize,
+    pub live_keys: usize,
     pub applied: FeedHead,
 }
 
@@ -129,33 +141,39 @@ impl ReadModel {
         ModelStats {
             callees: callees.len(),
             subjects: callees.values().map(|c| c.subjects.len()).sum(),
-            keys: read(&self.inner.keys).len(),
+            live_keys: read(&self.inner.keys).len(),
             applied: self.applied(),
         }
     }
 
-    /// Whether the model reflects ledger seq `seq`, waiting at most `within` for it to catch
-    /// up (it looks for changes at once rather than wait for the feed's signal).
-    pub async fn reflects(&self, seq: i64, within: Duration) -> bool {
-        let mut applied = self.inner.applied.subscribe();
-        if applied.borrow().ledger_seq >= seq {
-            return true;
+    /// Whether the model reflects ledger seq `seq`. If not yet, it catches up at once (rather
+    /// than wait for the feed's signal), taking at most `within`.
+    pub async fn reflect(&self, seq: i64, within: Duration) -> Reflection {
+        if self.applied().ledger_seq >= seq {
+            return Reflection::Reflected;
         }
-        tokio::time::timeout(within, async {
-            // Only one caller needs to look; the others wait for what it applies.
-            if let Ok(guard) = self.inner.syncing.try_lock() {
-                if let Err(e) = self.apply_changes().await {
-                    tracing::warn!(error = %e, "catching up the read model");
-                }
-                drop(guard);
-            }
-            applied
-                .wait_for(|head| head.ledger_seq >= seq)
-                .await
-                .is_ok()
+        let caught_up = tokio::time::timeout(within, async {
+            let _one_at_a_time = self.inner.syncing.lock().await;
+            self.apply_changes().await
         })
-        .await
-        .unwrap_or(false)
+        .await;
+        match caught_up {
+            Ok(Ok(())) => {
+                let head = self.applied().ledger_seq;
+                // Every committed ledger event came with a change row this catch-up applied:
+                // a seq still ahead was not in the ledger when it looked.
+                if head >= seq {
+                    Reflection::Reflected
+                } else {
+                    Reflection::Ahead { head }
+                }
+            }
+            Ok(Err(e)) => {
+                tracing::warn!(error = %e, "catching up the read model");
+                Reflection::Behind
+            }
+            Err(_) => Reflection::Behind,
+        }
     }
 
     /// Applies every change committed since the last one applied. Called after each write of

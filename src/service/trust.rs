@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use super::readmodel::ReadModel;
+use super::readmodel::{ReadModel, Reflection};
 use super::{Missing, ServiceError, require_callee};
 use crate::domain::decision::{self, Decision, Posture};
 use crate::domain::ids::CalleeId;
@@ -24,10 +24,19 @@ pub async fn decide(
     min_seq: Option<i64>,
 ) -> Result<Decision, ServiceError> {
     if let Some(seq) = min_seq {
-        if !view.reflects(seq, MAX_CATCH_UP_WAIT).await {
-            return Err(ServiceError::Behind(format!(
-                "this replica has not caught up with ledger seq {seq} yet; retry shortly"
-            )));
+        match view.reflect(seq, MAX_CATCH_UP_WAIT).await {
+            Reflection::Reflected => {}
+            Reflection::Ahead { head } => {
+                return Err(ServiceError::Invalid(format!(
+                    "min_seq {seq} is ahead of the ledger, whose newest seq is {head}: pass the \
+                     `ledger_seq` a write answered"
+                )));
+            }
+            Reflection::Behind => {
+                return Err(ServiceError::Behind(format!(
+                    "this replica has not caught up with ledger seq {seq} yet; retry shortly"
+                )));
+            }
         }
     }
     view.decide(callee_id, posture)

@@ -542,11 +542,19 @@ pub async fn receive_push(
         .await?)
 }
 
-pub async fn get(store: &Store, id: ProbeRunId) -> Result<ProbeRun, ServiceError> {
-    store
+/// A run. One seen finished has its outcome in this process's decisions too: the worker that
+/// finished it may still be applying it, so the read model catches up first (a caller that
+/// watched its probe finish then asks `/v1/trust` and must see the result).
+pub async fn get(services: &Services, id: ProbeRunId) -> Result<ProbeRun, ServiceError> {
+    let run = services
+        .store
         .probe_run(id)
         .await
-        .map_err(ServiceError::missing(Missing::ProbeRun(id)))
+        .map_err(ServiceError::missing(Missing::ProbeRun(id)))?;
+    if run.finished_at().is_some() {
+        services.view.sync().await;
+    }
+    Ok(run)
 }
 
 /// A callee's probe runs, newest first, without their heavy evidence.
