@@ -146,18 +146,20 @@ impl App {
         shutdown: impl Future<Output = ()> + Send + 'static,
     ) -> anyhow::Result<()> {
         let schedule = Arc::new(self.settings.schedule.clone());
+        let stop = tokio_util::sync::CancellationToken::new();
         let api = ApiState {
             services: self.services.clone(),
             schedule: schedule.clone(),
             ticks: self.ticks.clone(),
             instance: self.settings.worker.owner.clone(),
+            streams: Arc::default(),
+            stopping: stop.clone(),
         };
         let router = http::router(api, &self.settings.http, &self.settings.auth)?;
         let addr = listener.local_addr()?;
         tracing::info!(%addr, database = self.services.store.backend(), "cardgate listening on http://{addr}");
         let mut scheduler =
             schedule::start(self.services.clone(), schedule, self.ticks.clone()).await?;
-        let stop = tokio_util::sync::CancellationToken::new();
         let worker = tokio::spawn(worker::run(
             self.services.clone(),
             self.settings.worker.clone(),

@@ -90,6 +90,21 @@ pub enum EventBody {
 }
 
 impl EventBody {
+    /// Every kind, as stored in `kind`.
+    pub const KINDS: [&'static str; 11] = [
+        "version-appeared",
+        "version-withdrawn",
+        "card-republished",
+        "capability-advertised",
+        "capability-withdrawn",
+        "card-untrusted",
+        "card-trust-restored",
+        "probe-finished",
+        "promoted",
+        "demoted",
+        "report-received",
+    ];
+
     pub fn kind(&self) -> &'static str {
         match self {
             EventBody::VersionAppeared { .. } => "version-appeared",

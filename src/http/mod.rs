@@ -27,6 +27,7 @@ pub mod callees;
 pub mod cards;
 pub mod conditional;
 pub mod error;
+pub mod events;
 pub mod extract;
 pub mod health;
 pub mod hooks;
@@ -51,6 +52,10 @@ pub struct ApiState {
     pub ticks: Arc<Ticks>,
     /// This process's name in job leases.
     pub instance: String,
+    /// Open event streams per key.
+    pub streams: Arc<events::StreamSlots>,
+    /// Cancelled when shutdown starts: long-lived responses (event streams) end.
+    pub stopping: tokio_util::sync::CancellationToken,
 }
 
 #[derive(OpenApi)]
@@ -195,6 +200,7 @@ fn api() -> OpenApiRouter<ApiState> {
         .routes(routes!(trust::get_trust))
         .routes(routes!(ledger::list_ledger))
         .routes(routes!(ledger::verify_ledger))
+        .routes(routes!(events::stream_events))
         .routes(routes!(health::healthz))
         .routes(routes!(health::readyz))
         .routes(routes!(keys::create_key, keys::list_keys))

@@ -42,7 +42,7 @@ pub struct TrustQuery {
     /// A ledger seq the caller already knows of (the `ledger_seq` of its own write, perhaps
     /// made through another replica): the answer reflects at least that seq. The replica
     /// catches up first, within one second (503 if it cannot); a seq the ledger does not have
-    /// is 400.
+    /// yet is 409.
     #[param(pattern = "^[0-9]{1,18}$")]
     pub min_seq: Option<String>,
 }
@@ -215,6 +215,8 @@ fn view(callee_id: CalleeId, posture: &Posture, d: Decision) -> DecisionView {
         )),
         (status = 400, description = "Missing or malformed parameter", body = ErrorBody),
         (status = 404, description = "No such callee", body = ErrorBody),
+        (status = 409, description = "`min_seq` is ahead of the ledger: no write has answered \
+            that seq", body = ErrorBody),
         (status = 503, description = "This replica could not catch up with `min_seq` within a \
             second (or the request timed out); retry after the Retry-After header's seconds",
             body = ErrorBody),

@@ -6,6 +6,7 @@
 
 pub mod callees;
 pub mod discovery;
+pub mod events;
 pub mod keys;
 pub mod ledger;
 pub mod probe;

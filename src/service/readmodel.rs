@@ -131,6 +131,11 @@ impl ReadModel {
         read(&self.inner.keys).get(key_hash).cloned()
     }
 
+    /// Changes to where the model stands: wakes whoever follows the ledger live.
+    pub fn subscribe(&self) -> watch::Receiver<FeedHead> {
+        self.inner.applied.subscribe()
+    }
+
     /// Where the model stands in the feed and the ledger.
     pub fn applied(&self) -> FeedHead {
         *self.inner.applied.borrow()

@@ -27,7 +27,8 @@ pub async fn decide(
         match view.reflect(seq, MAX_CATCH_UP_WAIT).await {
             Reflection::Reflected => {}
             Reflection::Ahead { head } => {
-                return Err(ServiceError::Invalid(format!(
+                // Not malformed: the ledger may reach it later. A conflict with its state.
+                return Err(ServiceError::Conflict(format!(
                     "min_seq {seq} is ahead of the ledger, whose newest seq is {head}: pass the \
                      `ledger_seq` a write answered"
                 )));

@@ -39,6 +39,7 @@ const MATRIX: &[(&str, &str, Need)] = &[
     ("GET", "/v1/trust", Need::Reader),
     ("GET", "/v1/ledger", Need::Reader),
     ("GET", "/v1/ledger/verify", Need::Reader),
+    ("GET", "/v1/events", Need::Reader),
     ("GET", "/v1/jobs", Need::Admin),
     ("GET", "/v1/status", Need::Reader),
     ("POST", "/v1/keys", Need::Admin),
@@ -163,6 +164,10 @@ async fn every_route_answers_each_kind_of_caller_as_decided(db: TestDb) {
         // Keys are not deleted for real: the admin row would revoke the admin's own key.
         let target = if *path == "/v1/keys/{id}" {
             path.replace("{id}", &uuid::Uuid::now_v7().to_string())
+        } else if *path == "/v1/events" {
+            // An allowed caller would get an endless stream; a bad filter answers at once,
+            // after the access check.
+            "/v1/events?types=none-such".to_string()
         } else {
             concrete(path, &ids)
         };

@@ -9,6 +9,7 @@ mod access;
 mod api;
 mod cli;
 mod discovery;
+mod events;
 mod hostile;
 mod layers;
 mod openapi;

@@ -74,11 +74,7 @@ async fn min_seq_reads_a_write_back_and_refuses_one_never_made(db: TestDb) {
 
     // A seq nobody wrote: the replica catches up, and then knows the ledger has no such seq.
     let (status, body) = trust(&server, &callee, &format!("&min_seq={}", seq + 1000)).await;
-    assert_eq!(
-        (status, error_code(&body)),
-        (400, "invalid_request"),
-        "{body}"
-    );
+    assert_eq!((status, error_code(&body)), (409, "conflict"), "{body}");
     let message = body["error"]["message"].as_str().unwrap();
     assert!(
         message.contains("ahead of the ledger")
