@@ -12,14 +12,15 @@ use tokio::net::TcpListener;
 use crate::domain::time::SystemClock;
 use crate::http::{self, ApiState, HttpLimits};
 use crate::remote::{Outbound, OutboundSettings};
-use crate::runtime::feed;
 use crate::runtime::schedule::{self, ScheduleSettings, Ticks};
 use crate::runtime::worker::{self, WorkerSettings};
+use crate::runtime::{deliveries, feed};
 use crate::service::Services;
 use crate::service::callees::CardPolicy;
 use crate::service::discovery::{Discovery, DiscoverySettings};
 use crate::service::probe::ProbeSettings;
 use crate::service::readmodel::ReadModel;
+use crate::service::webhooks::WebhookSettings;
 use crate::storage::{DatabaseTarget, PoolSettings, Store};
 
 /// Everything `cardgate serve` is configured with.
@@ -36,6 +37,7 @@ pub struct Settings {
     pub worker: WorkerSettings,
     pub schedule: ScheduleSettings,
     pub cards: CardPolicy,
+    pub webhooks: WebhookSettings,
 }
 
 impl Settings {
@@ -53,6 +55,7 @@ impl Settings {
             worker: WorkerSettings::default(),
             schedule: ScheduleSettings::default(),
             cards: CardPolicy::default(),
+            webhooks: WebhookSettings::default(),
         }
     }
 }
@@ -96,6 +99,7 @@ impl App {
             cards: settings.cards.clone(),
             wake: Arc::new(tokio::sync::Notify::new()),
             view,
+            webhooks: settings.webhooks.clone(),
         };
         // Work cut short by a crash or shutdown: probes are aborted (they never promote) and
         // their jobs become claimable again. An SQLite file has one process by design, so
@@ -166,6 +170,11 @@ impl App {
             stop.clone(),
         ));
         let follower = tokio::spawn(feed::follow(self.services.clone(), stop.clone()));
+        let sender = tokio::spawn(deliveries::run(
+            self.services.clone(),
+            self.settings.worker.owner.clone(),
+            stop.clone(),
+        ));
         let stopping = stop.clone();
         // The peer address feeds the per-address limit on unauthenticated traffic.
         let router = router.into_make_service_with_connect_info::<std::net::SocketAddr>();
@@ -183,6 +192,9 @@ impl App {
         }
         if let Err(e) = worker.await {
             tracing::error!(error = ?e, "the job worker panicked");
+        }
+        if let Err(e) = sender.await {
+            tracing::error!(error = ?e, "the webhook sender panicked");
         }
         if let Err(e) = follower.await {
             tracing::error!(error = ?e, "the change feed follower panicked");

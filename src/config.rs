@@ -248,6 +248,8 @@ impl ServeArgs {
             },
             schedule: self.schedule.settings()?,
             cards: self.schedule.card_policy(),
+            // Not configurable yet: the Standard Webhooks defaults (5 s doubling to 1 h, 3 days).
+            webhooks: crate::service::webhooks::WebhookSettings::default(),
         })
     }
 }

@@ -61,3 +61,13 @@ id_type!(
     /// A job in the work queue.
     JobId
 );
+
+id_type!(
+    /// A webhook subscription.
+    SubscriptionId
+);
+
+id_type!(
+    /// One delivery of one event to one subscription: its `webhook-id`, the same on every attempt.
+    DeliveryId
+);

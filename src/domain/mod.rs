@@ -16,3 +16,4 @@ pub mod probe;
 pub mod report;
 pub mod time;
 pub mod version;
+pub mod webhook;

@@ -44,8 +44,9 @@ pub enum ApiError {
     MethodNotAllowed(String),
     #[error("{0}")]
     Conflict(String),
-    #[error("{0}")]
-    Unprocessable(String),
+    /// Well-formed but unusable: `code` says what (`card_unusable`, `url_refused`).
+    #[error("{message}")]
+    Unprocessable { code: &'static str, message: String },
     #[error("{0}")]
     PayloadTooLarge(String),
     #[error("{0}")]
@@ -79,7 +80,7 @@ impl ApiError {
             Self::NotFound(_) => StatusCode::NOT_FOUND,
             Self::MethodNotAllowed(_) => StatusCode::METHOD_NOT_ALLOWED,
             Self::Conflict(_) => StatusCode::CONFLICT,
-            Self::Unprocessable(_) => StatusCode::UNPROCESSABLE_ENTITY,
+            Self::Unprocessable { .. } => StatusCode::UNPROCESSABLE_ENTITY,
             Self::PayloadTooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
             Self::UnsupportedMediaType(_) => StatusCode::UNSUPPORTED_MEDIA_TYPE,
             Self::TooManyRequests { .. } => StatusCode::TOO_MANY_REQUESTS,
@@ -97,7 +98,7 @@ impl ApiError {
             Self::NotFound(_) => "not_found",
             Self::MethodNotAllowed(_) => "method_not_allowed",
             Self::Conflict(_) => "conflict",
-            Self::Unprocessable(_) => "card_unusable",
+            Self::Unprocessable { code, .. } => code,
             Self::PayloadTooLarge(_) => "payload_too_large",
             Self::UnsupportedMediaType(_) => "unsupported_media_type",
             Self::TooManyRequests { .. } => "rate_limited",
@@ -156,7 +157,14 @@ impl From<ServiceError> for ApiError {
             ServiceError::NotFound(what) => Self::NotFound(what.to_string()),
             ServiceError::Conflict(m) => Self::Conflict(m),
             ServiceError::Invalid(m) => Self::invalid(m),
-            ServiceError::Unusable(m) => Self::Unprocessable(m),
+            ServiceError::Unusable(message) => Self::Unprocessable {
+                code: "card_unusable",
+                message,
+            },
+            ServiceError::Undeliverable(message) => Self::Unprocessable {
+                code: "url_refused",
+                message,
+            },
             ServiceError::TooLarge(m) => Self::PayloadTooLarge(m),
             ServiceError::Unavailable(cause) => {
                 tracing::warn!(error = ?cause, "the database is unavailable");

@@ -36,6 +36,7 @@ pub mod ledger;
 pub mod probes;
 pub mod reports;
 pub mod status;
+pub mod subscriptions;
 pub mod trust;
 pub mod views;
 
@@ -75,6 +76,7 @@ pub struct ApiState {
         (name = "operations", description = "The work queue and the scheduler"),
         (name = "ledger", description = "The append-only, hash-chained ledger"),
         (name = "keys", description = "API keys (admin)"),
+        (name = "subscriptions", description = "Webhooks: signed deliveries of trust changes (admin)"),
         (name = "health", description = "Liveness and readiness"),
     ),
     modifiers(&BearerScheme)
@@ -201,6 +203,17 @@ fn api() -> OpenApiRouter<ApiState> {
         .routes(routes!(ledger::list_ledger))
         .routes(routes!(ledger::verify_ledger))
         .routes(routes!(events::stream_events))
+        .routes(routes!(
+            subscriptions::create_subscription,
+            subscriptions::list_subscriptions
+        ))
+        .routes(routes!(
+            subscriptions::get_subscription,
+            subscriptions::delete_subscription
+        ))
+        .routes(routes!(subscriptions::rotate_secret))
+        .routes(routes!(subscriptions::list_deliveries))
+        .routes(routes!(subscriptions::retry_delivery))
         .routes(routes!(health::healthz))
         .routes(routes!(health::readyz))
         .routes(routes!(keys::create_key, keys::list_keys))

@@ -14,13 +14,14 @@ pub mod readmodel;
 pub mod reports;
 pub mod status;
 pub mod trust;
+pub mod webhooks;
 
 use std::fmt;
 use std::sync::Arc;
 
 use tokio::sync::Notify;
 
-use crate::domain::ids::{ApiKeyId, CalleeId, ProbeRunId, SnapshotId};
+use crate::domain::ids::{ApiKeyId, CalleeId, DeliveryId, ProbeRunId, SnapshotId, SubscriptionId};
 use crate::domain::time::{Clock, Timestamp};
 use crate::domain::version::ProtocolVersion;
 use crate::remote::Outbound;
@@ -29,6 +30,7 @@ use callees::CardPolicy;
 use discovery::Discovery;
 use probe::ProbeSettings;
 use readmodel::ReadModel;
+use webhooks::WebhookSettings;
 
 /// The dependencies of the use cases. Cheap to clone.
 #[derive(Clone)]
@@ -44,6 +46,8 @@ pub struct Services {
     pub wake: Arc<Notify>,
     /// What decisions and key checks read: the store's state, in memory.
     pub view: ReadModel,
+    /// How webhook deliveries are sent.
+    pub webhooks: WebhookSettings,
 }
 
 impl Services {
@@ -65,6 +69,9 @@ pub enum ServiceError {
     /// The callee's card cannot be used (fetch, parse or signature); nothing was stored.
     #[error("{0}")]
     Unusable(String),
+    /// A webhook URL the outbound policy refuses (a private address, say); nothing was stored.
+    #[error("{0}")]
+    Undeliverable(String),
     /// The input is over a size bound.
     #[error("{0}")]
     TooLarge(String),
@@ -92,6 +99,8 @@ pub enum Missing {
     Snapshot(CalleeId, SnapshotId),
     ProbeRun(ProbeRunId),
     ApiKey(ApiKeyId),
+    Subscription(SubscriptionId),
+    Delivery(SubscriptionId, DeliveryId),
     /// No running probe has this webhook token.
     PushToken,
     /// A row the store did not find, with nothing more known.
@@ -122,6 +131,8 @@ impl fmt::Display for Missing {
             Self::Snapshot(callee, id) => write!(f, "callee {callee} has no snapshot {id}"),
             Self::ProbeRun(id) => write!(f, "no probe run with id {id}"),
             Self::ApiKey(id) => write!(f, "no API key with id {id}"),
+            Self::Subscription(id) => write!(f, "no subscription with id {id}"),
+            Self::Delivery(sub, id) => write!(f, "subscription {sub} has no delivery {id}"),
             Self::PushToken => f.write_str("no running probe has this token"),
             Self::Record => f.write_str("not found"),
         }

@@ -4,7 +4,7 @@ use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
 use super::changes::{Changed, RecordChange};
-use super::{BeginWrite, Store, StoreError, dispatch};
+use super::{BeginWrite, Store, StoreError, dispatch, touched};
 use crate::domain::callee::{Callee, CardUrl, FetchState, FetchStatus};
 use crate::domain::gate::{Subject, SubjectChange};
 
@@ -193,11 +193,7 @@ impl Store {
                 .await
                 .map(|r| r.rows_affected())
         })?;
-        if done == 0 {
-            Err(StoreError::NotFound)
-        } else {
-            Ok(())
-        }
+        touched(done)
     }
 
     pub async fn callee(&self, id: CalleeId) -> Result<Callee, StoreError> {

@@ -9,6 +9,7 @@ use uuid::Uuid;
 
 use super::callees::{SubjectRow, subject_columns};
 use super::changes::{Changed, RecordChange};
+use super::webhooks::QueueDeliveries;
 use super::{BeginWrite, Store, StoreError, dispatch};
 use crate::domain::gate::Subject;
 use crate::domain::ids::CalleeId;
@@ -113,6 +114,8 @@ macro_rules! impl_append_events {
                     prev_hash = record.hash.clone();
                     appended.push((record, subject));
                 }
+                // The outbox: what subscribers are told commits with what happened, or not at all.
+                self.queue_deliveries(&appended, now).await?;
                 Ok(appended)
             }
 

@@ -24,10 +24,12 @@ mod ledger;
 mod probes;
 mod reports;
 mod snapshots;
+mod webhooks;
 
 pub use changes::{Change, ChangeSignal, Changed, FeedHead};
 pub use probes::FinishedRun;
 pub use snapshots::RefreshRecord;
+pub use webhooks::AttemptRecord;
 
 static PG_MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("migrations/postgres");
 static SQLITE_MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("migrations/sqlite");
@@ -147,6 +149,15 @@ fn ends_the_session(db: &dyn sqlx::error::DatabaseError) -> bool {
     use sqlx::postgres::{PgDatabaseError, PgSeverity};
     db.try_downcast_ref::<PgDatabaseError>()
         .is_some_and(|pg| matches!(pg.severity(), PgSeverity::Fatal | PgSeverity::Panic))
+}
+
+/// `NotFound` unless a write touched a row (an update or delete by id).
+pub(crate) fn touched(rows_affected: u64) -> Result<(), StoreError> {
+    if rows_affected == 0 {
+        Err(StoreError::NotFound)
+    } else {
+        Ok(())
+    }
 }
 
 impl StoreError {

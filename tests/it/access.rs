@@ -40,6 +40,17 @@ const MATRIX: &[(&str, &str, Need)] = &[
     ("GET", "/v1/ledger", Need::Reader),
     ("GET", "/v1/ledger/verify", Need::Reader),
     ("GET", "/v1/events", Need::Reader),
+    ("POST", "/v1/subscriptions", Need::Admin),
+    ("GET", "/v1/subscriptions", Need::Admin),
+    ("GET", "/v1/subscriptions/{id}", Need::Admin),
+    ("DELETE", "/v1/subscriptions/{id}", Need::Admin),
+    ("POST", "/v1/subscriptions/{id}/rotate-secret", Need::Admin),
+    ("GET", "/v1/subscriptions/{id}/deliveries", Need::Admin),
+    (
+        "POST",
+        "/v1/subscriptions/{id}/deliveries/{delivery_id}/retry",
+        Need::Admin,
+    ),
     ("GET", "/v1/jobs", Need::Admin),
     ("GET", "/v1/status", Need::Reader),
     ("POST", "/v1/keys", Need::Admin),
@@ -114,6 +125,7 @@ fn concrete(path: &str, ids: &Value) -> String {
     path.replace("{id}", ids["callee"].as_str().unwrap())
         .replace("{snapshot_id}", ids["snapshot"].as_str().unwrap())
         .replace("{token}", "00ff")
+        .replace("{delivery_id}", ids["snapshot"].as_str().unwrap())
 }
 
 async fn every_route_answers_each_kind_of_caller_as_decided(db: TestDb) {

@@ -21,3 +21,4 @@ mod schedule;
 mod sdk_agents;
 mod sse;
 mod storage;
+mod webhooks;

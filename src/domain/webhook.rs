@@ -1,0 +1,328 @@
+//! Webhooks as the Standard Webhooks specification has them: which ledger events callers can
+//! subscribe to, the payload each one carries, the signature over it, and when a failed
+//! delivery is tried again. Pure: the outbox and the sender live elsewhere.
+
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+use base64::Engine;
+use base64::engine::general_purpose::STANDARD;
+use hmac::{Hmac, Mac};
+use rand::RngCore;
+use serde_json::{Value, json};
+use sha2::Sha256;
+
+use super::gate::Subject;
+use super::ids::{CalleeId, DeliveryId, SubscriptionId};
+use super::ledger::EventRecord;
+use super::time::Timestamp;
+
+/// What a subscription can ask for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum EventType {
+    SubjectCreated,
+    SubjectPromoted,
+    SubjectDemoted,
+    SubjectWithdrawn,
+    CardRepublished,
+    CardUntrusted,
+    ProbeFinished,
+}
+
+impl EventType {
+    pub const ALL: [EventType; 7] = [
+        Self::SubjectCreated,
+        Self::SubjectPromoted,
+        Self::SubjectDemoted,
+        Self::SubjectWithdrawn,
+        Self::CardRepublished,
+        Self::CardUntrusted,
+        Self::ProbeFinished,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::SubjectCreated => "subject.created",
+            Self::SubjectPromoted => "subject.promoted",
+            Self::SubjectDemoted => "subject.demoted",
+            Self::SubjectWithdrawn => "subject.withdrawn",
+            Self::CardRepublished => "card.republished",
+            Self::CardUntrusted => "card.untrusted",
+            Self::ProbeFinished => "probe.finished",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|t| t.as_str() == s)
+    }
+
+    /// The type a ledger event of `kind` is announced as; `None` for the kinds no subscriber is
+    /// told about (capability bookkeeping, restored trust, received reports).
+    pub fn of_kind(kind: &str) -> Option<Self> {
+        Some(match kind {
+            "version-appeared" => Self::SubjectCreated,
+            "promoted" => Self::SubjectPromoted,
+            "demoted" => Self::SubjectDemoted,
+            "version-withdrawn" => Self::SubjectWithdrawn,
+            "card-republished" => Self::CardRepublished,
+            "card-untrusted" => Self::CardUntrusted,
+            "probe-finished" => Self::ProbeFinished,
+            _ => return None,
+        })
+    }
+}
+
+/// Where a subscription stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SubscriptionStatus {
+    Active,
+    /// The receiver answered 410 Gone: nothing more is sent.
+    Disabled,
+}
+
+impl SubscriptionStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Active => "active",
+            Self::Disabled => "disabled",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Self> {
+        [Self::Active, Self::Disabled]
+            .into_iter()
+            .find(|v| v.as_str() == s)
+    }
+}
+
+/// A caller's request to be told of events.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Subscription {
+    pub id: SubscriptionId,
+    pub url: String,
+    /// Only this callee's events; all callees' when `None`.
+    pub callee_id: Option<CalleeId>,
+    /// Only these types; all when `None`.
+    pub events: Option<BTreeSet<EventType>>,
+    pub description: Option<String>,
+    pub secret: String,
+    /// The secret before the last rotation, which also signs until `previous_until`.
+    pub previous_secret: Option<String>,
+    pub previous_until: Option<Timestamp>,
+    pub status: SubscriptionStatus,
+    pub created_at: Timestamp,
+}
+
+impl Subscription {
+    /// Whether an event of `kind` about `callee` is delivered to this subscription.
+    pub fn wants(&self, callee: CalleeId, kind: EventType) -> bool {
+        self.status == SubscriptionStatus::Active
+            && self.callee_id.is_none_or(|c| c == callee)
+            && self.events.as_ref().is_none_or(|e| e.contains(&kind))
+    }
+
+    /// The secrets that sign at `now`: the current one, and the previous one while the
+    /// rotation overlaps.
+    pub fn signing_secrets(&self, now: Timestamp) -> Vec<&str> {
+        let mut secrets = vec![self.secret.as_str()];
+        if let (Some(previous), Some(until)) = (&self.previous_secret, self.previous_until) {
+            if now < until {
+                secrets.push(previous);
+            }
+        }
+        secrets
+    }
+}
+
+/// Where a delivery stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DeliveryStatus {
+    Pending,
+    Delivered,
+    /// Given up: the retry window passed, or the subscription is gone.
+    Failed,
+}
+
+impl DeliveryStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Pending => "pending",
+            Self::Delivered => "delivered",
+            Self::Failed => "failed",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Self> {
+        [Self::Pending, Self::Delivered, Self::Failed]
+            .into_iter()
+            .find(|v| v.as_str() == s)
+    }
+}
+
+/// One event on its way to one subscription.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Delivery {
+    pub id: DeliveryId,
+    pub subscription_id: SubscriptionId,
+    pub seq: i64,
+    pub event_type: EventType,
+    /// The exact body of every attempt.
+    pub payload: String,
+    pub status: DeliveryStatus,
+    pub attempts: i32,
+    pub next_attempt_at: Timestamp,
+    pub last_status_code: Option<i32>,
+    pub last_error: Option<String>,
+    pub created_at: Timestamp,
+    pub finished_at: Option<Timestamp>,
+}
+
+/// What one attempt came to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Attempt {
+    /// 2xx.
+    Delivered { status: u16 },
+    /// 410: the receiver is gone for good; the subscription is disabled.
+    Gone,
+    /// Anything else: tried again after the backoff, or given up past the window.
+    Failed { status: Option<u16>, error: String },
+}
+
+/// The body of the delivery announcing `event`, with the subject as it stands after it.
+pub fn payload(kind: EventType, event: &EventRecord, subject: &Subject) -> Value {
+    json!({
+        "type": kind.as_str(),
+        "timestamp": super::time::format(event.recorded_at),
+        "data": {
+            "event": {
+                "seq": event.seq,
+                "callee_id": event.callee_id,
+                "protocol_version": event.protocol_version,
+                "kind": event.kind,
+                "data": event.data,
+                "actor": event.actor,
+                "recorded_at": super::time::format(event.recorded_at),
+                "prev_hash": event.prev_hash,
+                "hash": event.hash,
+            },
+            "subject": {
+                "gate_state": subject.gate().as_str(),
+                "card_untrusted": subject.state.card_untrusted,
+                "withdrawn": subject.state.withdrawn,
+            },
+        },
+    })
+}
+
+/// A new signing secret: `whsec_` and the base64 of 32 random bytes.
+pub fn new_secret() -> String {
+    let mut bytes = [0u8; 32];
+    rand::rng().fill_bytes(&mut bytes);
+    format!("whsec_{}", STANDARD.encode(bytes))
+}
+
+/// The key a secret stands for; `None` if it is not `whsec_` + base64.
+fn key_of(secret: &str) -> Option<Vec<u8>> {
+    STANDARD
+        .decode(secret.strip_prefix("whsec_").unwrap_or(secret))
+        .ok()
+}
+
+/// The `webhook-signature` header: one `v1,<base64 HMAC-SHA256>` over
+/// `{id}.{timestamp}.{body}` per secret (two while a rotation overlaps), space-separated.
+pub fn signature(secrets: &[&str], id: &str, timestamp: i64, body: &[u8]) -> String {
+    secrets
+        .iter()
+        .filter_map(|secret| key_of(secret))
+        .map(|key| {
+            let mut mac =
+                Hmac::<Sha256>::new_from_slice(&key).expect("HMAC takes a key of any length");
+            mac.update(format!("{id}.{timestamp}.").as_bytes());
+            mac.update(body);
+            format!("v1,{}", STANDARD.encode(mac.finalize().into_bytes()))
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// When a delivery is tried again, and until when.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RetryPolicy {
+    pub first: Duration,
+    pub max: Duration,
+    /// Past this age a delivery that has not succeeded is given up (`failed`).
+    pub give_up_after: Duration,
+}
+
+impl Default for RetryPolicy {
+    fn default() -> Self {
+        Self {
+            first: Duration::from_secs(5),
+            max: Duration::from_secs(3600),
+            give_up_after: Duration::from_secs(3 * 24 * 3600),
+        }
+    }
+}
+
+impl RetryPolicy {
+    /// The wait after failed attempt number `attempts` (1 for the first): doubling from
+    /// `first` up to `max`, scaled by `jitter` in `[0.8, 1.2)` so that many deliveries that
+    /// failed together do not all come back at once.
+    pub fn backoff(&self, attempts: u32, jitter: f64) -> Duration {
+        let doubled = self
+            .first
+            .saturating_mul(1u32 << attempts.saturating_sub(1).min(20));
+        doubled.min(self.max).mul_f64(jitter.clamp(0.8, 1.2))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The example of the Standard Webhooks specification (its README's "Signature scheme").
+    #[test]
+    fn signs_the_specifications_example() {
+        let signed = signature(
+            &["whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"],
+            "msg_p5jXN8AQM9LWM0D4loKWxJek",
+            1614265330,
+            br#"{"test": 2432232314}"#,
+        );
+        assert_eq!(signed, "v1,g0hM9SsE+OTPJTGt/tmIKtSyZlE3uFJELVlNIOLJ1OE=");
+    }
+
+    #[test]
+    fn a_rotation_signs_with_both_secrets() {
+        let (a, b) = (new_secret(), new_secret());
+        assert!(a.starts_with("whsec_") && a.len() == "whsec_".len() + 44);
+        let both = signature(&[&a, &b], "id", 1, b"{}");
+        let parts: Vec<&str> = both.split(' ').collect();
+        assert_eq!(parts.len(), 2);
+        assert_eq!(parts[0], signature(&[&a], "id", 1, b"{}"));
+        assert_eq!(parts[1], signature(&[&b], "id", 1, b"{}"));
+    }
+
+    #[test]
+    fn backoff_doubles_to_the_cap_with_bounded_jitter() {
+        let p = RetryPolicy::default();
+        assert_eq!(p.backoff(1, 1.0), Duration::from_secs(5));
+        assert_eq!(p.backoff(2, 1.0), Duration::from_secs(10));
+        assert_eq!(p.backoff(11, 1.0), Duration::from_secs(3600));
+        assert_eq!(p.backoff(500, 1.0), Duration::from_secs(3600));
+        assert_eq!(p.backoff(1, 9.0), Duration::from_secs(6));
+        assert_eq!(p.backoff(1, 0.0), Duration::from_secs(4));
+    }
+
+    #[test]
+    fn kinds_map_to_types_and_back() {
+        for t in EventType::ALL {
+            assert_eq!(EventType::parse(t.as_str()), Some(t));
+        }
+        assert_eq!(
+            EventType::of_kind("demoted"),
+            Some(EventType::SubjectDemoted)
+        );
+        assert_eq!(EventType::of_kind("report-received"), None);
+    }
+}

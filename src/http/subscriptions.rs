@@ -1,0 +1,269 @@
+//! `/v1/subscriptions`: webhook subscriptions and their deliveries (admin).
+
+use axum::extract::State;
+use axum::http::StatusCode;
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use utoipa::{IntoParams, ToSchema};
+use uuid::Uuid;
+
+use super::ApiState;
+use super::error::{ApiError, ErrorBody};
+use super::extract::{Json, Path, Query, page_size};
+use crate::domain::ids::{CalleeId, DeliveryId, SubscriptionId};
+use crate::domain::webhook::{Delivery, Subscription};
+use crate::service::webhooks::{self, NewSubscription};
+
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CreateSubscription {
+    /// Where deliveries are POSTed: http or https, and reachable under the registry's outbound
+    /// policy (checked now).
+    #[schema(max_length = 2048)]
+    pub url: String,
+    /// Only events about this callee; every callee's when absent.
+    pub callee_id: Option<Uuid>,
+    /// Only these event types: `subject.created`, `subject.promoted`, `subject.demoted`,
+    /// `subject.withdrawn`, `card.republished`, `card.untrusted`, `probe.finished`. All when
+    /// absent.
+    pub events: Option<Vec<String>>,
+    #[schema(max_length = 500)]
+    pub description: Option<String>,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct SubscriptionView {
+    pub id: Uuid,
+    pub url: String,
+    pub callee_id: Option<Uuid>,
+    /// The types delivered; absent: all.
+    pub events: Option<Vec<String>>,
+    pub description: Option<String>,
+    /// `active`, or `disabled` once the receiver answered 410 Gone.
+    pub status: String,
+    pub created_at: DateTime<Utc>,
+    /// Until when the secret before the last rotation also signs.
+    pub previous_secret_until: Option<DateTime<Utc>>,
+}
+
+impl From<Subscription> for SubscriptionView {
+    fn from(s: Subscription) -> Self {
+        Self {
+            id: s.id.0,
+            url: s.url,
+            callee_id: s.callee_id.map(|c| c.0),
+            events: s
+                .events
+                .map(|e| e.iter().map(|t| t.as_str().to_string()).collect()),
+            description: s.description,
+            status: s.status.as_str().to_string(),
+            created_at: s.created_at,
+            previous_secret_until: s.previous_until,
+        }
+    }
+}
+
+/// A subscription with its signing secret: only in the answer that made the secret.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct SubscriptionWithSecret {
+    #[serde(flatten)]
+    pub subscription: SubscriptionView,
+    /// `whsec_` + base64 of 32 random bytes: the key of the `webhook-signature` HMAC.
+    pub secret: String,
+}
+
+impl From<Subscription> for SubscriptionWithSecret {
+    fn from(s: Subscription) -> Self {
+        let secret = s.secret.clone();
+        Self {
+            subscription: s.into(),
+            secret,
+        }
+    }
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct SubscriptionList {
+    pub items: Vec<SubscriptionView>,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct DeliveryView {
+    /// The `webhook-id` of every attempt.
+    pub id: Uuid,
+    pub subscription_id: Uuid,
+    /// The ledger event announced.
+    pub seq: i64,
+    pub event_type: String,
+    /// `pending`, `delivered` or `failed`.
+    pub status: String,
+    pub attempts: i32,
+    /// When a pending delivery is tried next.
+    pub next_attempt_at: DateTime<Utc>,
+    pub last_status_code: Option<i32>,
+    pub last_error: Option<String>,
+    pub created_at: DateTime<Utc>,
+    pub finished_at: Option<DateTime<Utc>>,
+}
+
+impl From<Delivery> for DeliveryView {
+    fn from(d: Delivery) -> Self {
+        Self {
+            id: d.id.0,
+            subscription_id: d.subscription_id.0,
+            seq: d.seq,
+            event_type: d.event_type.as_str().to_string(),
+            status: d.status.as_str().to_string(),
+            attempts: d.attempts,
+            next_attempt_at: d.next_attempt_at,
+            last_status_code: d.last_status_code,
+            last_error: d.last_error,
+            created_at: d.created_at,
+            finished_at: d.finished_at,
+        }
+    }
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct DeliveryList {
+    /// Newest event first.
+    pub items: Vec<DeliveryView>,
+}
+
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+#[serde(deny_unknown_fields)]
+pub struct DeliveryQuery {
+    /// Page size, 1 to 200 (default 50).
+    #[param(minimum = 1, maximum = 200)]
+    pub limit: Option<u32>,
+}
+
+/// Subscribe a URL to trust changes. The signing secret is in this answer only.
+#[utoipa::path(post, path = "/v1/subscriptions", tag = "subscriptions",
+    request_body = CreateSubscription, security(("bearer" = ["admin"])),
+    responses(
+        (status = 201, description = "Subscribed; `secret` is shown only now", body = SubscriptionWithSecret),
+        (status = 400, description = "Malformed body, URL or event type", body = ErrorBody),
+        (status = 404, description = "No such callee", body = ErrorBody),
+        (status = 422, description = "The URL may not be delivered to (outbound policy)", body = ErrorBody),
+    ))]
+pub async fn create_subscription(
+    State(app): State<ApiState>,
+    Json(body): Json<CreateSubscription>,
+) -> Result<(StatusCode, Json<SubscriptionWithSecret>), ApiError> {
+    let new = NewSubscription {
+        url: body.url,
+        callee_id: body.callee_id.map(CalleeId),
+        events: body.events,
+        description: body.description,
+    };
+    let created = webhooks::create(&app.services, new, app.services.now()).await?;
+    Ok((StatusCode::CREATED, Json(created.into())))
+}
+
+/// Every subscription (never their secrets).
+#[utoipa::path(get, path = "/v1/subscriptions", tag = "subscriptions",
+    security(("bearer" = ["admin"])),
+    responses((status = 200, description = "Subscriptions", body = SubscriptionList)))]
+pub async fn list_subscriptions(
+    State(app): State<ApiState>,
+) -> Result<Json<SubscriptionList>, ApiError> {
+    let items = webhooks::list(&app.services.store).await?;
+    Ok(Json(SubscriptionList {
+        items: items.into_iter().map(Into::into).collect(),
+    }))
+}
+
+/// One subscription.
+#[utoipa::path(get, path = "/v1/subscriptions/{id}", tag = "subscriptions",
+    security(("bearer" = ["admin"])),
+    params(("id" = Uuid, Path, description = "Subscription id")),
+    responses(
+        (status = 200, description = "The subscription", body = SubscriptionView),
+        (status = 404, description = "No such subscription", body = ErrorBody),
+    ))]
+pub async fn get_subscription(
+    State(app): State<ApiState>,
+    Path(id): Path<Uuid>,
+) -> Result<Json<SubscriptionView>, ApiError> {
+    let found = webhooks::get(&app.services.store, SubscriptionId(id)).await?;
+    Ok(Json(found.into()))
+}
+
+/// Unsubscribe: nothing more is sent, and pending deliveries are dropped.
+#[utoipa::path(delete, path = "/v1/subscriptions/{id}", tag = "subscriptions",
+    security(("bearer" = ["admin"])),
+    params(("id" = Uuid, Path, description = "Subscription id")),
+    responses(
+        (status = 204, description = "Deleted"),
+        (status = 404, description = "No such subscription", body = ErrorBody),
+    ))]
+pub async fn delete_subscription(
+    State(app): State<ApiState>,
+    Path(id): Path<Uuid>,
+) -> Result<StatusCode, ApiError> {
+    webhooks::delete(&app.services.store, SubscriptionId(id)).await?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+/// A new signing secret. For a day both sign, so the receiver can switch without a gap.
+#[utoipa::path(post, path = "/v1/subscriptions/{id}/rotate-secret", tag = "subscriptions",
+    security(("bearer" = ["admin"])),
+    params(("id" = Uuid, Path, description = "Subscription id")),
+    responses(
+        (status = 200, description = "Rotated; the new `secret` is shown only now", body = SubscriptionWithSecret),
+        (status = 404, description = "No such subscription", body = ErrorBody),
+    ))]
+pub async fn rotate_secret(
+    State(app): State<ApiState>,
+    Path(id): Path<Uuid>,
+) -> Result<Json<SubscriptionWithSecret>, ApiError> {
+    let rotated = webhooks::rotate(&app.services, SubscriptionId(id), app.services.now()).await?;
+    Ok(Json(rotated.into()))
+}
+
+/// A subscription's deliveries and their attempts, newest event first.
+#[utoipa::path(get, path = "/v1/subscriptions/{id}/deliveries", tag = "subscriptions",
+    security(("bearer" = ["admin"])),
+    params(("id" = Uuid, Path, description = "Subscription id"), DeliveryQuery),
+    responses(
+        (status = 200, description = "Deliveries", body = DeliveryList),
+        (status = 404, description = "No such subscription", body = ErrorBody),
+    ))]
+pub async fn list_deliveries(
+    State(app): State<ApiState>,
+    Path(id): Path<Uuid>,
+    Query(q): Query<DeliveryQuery>,
+) -> Result<Json<DeliveryList>, ApiError> {
+    let limit = page_size(q.limit)?;
+    let items = webhooks::deliveries(&app.services.store, SubscriptionId(id), limit).await?;
+    Ok(Json(DeliveryList {
+        items: items.into_iter().map(Into::into).collect(),
+    }))
+}
+
+/// Send a delivery again (a failed one, say), in its turn among the subscription's deliveries.
+#[utoipa::path(post, path = "/v1/subscriptions/{id}/deliveries/{delivery_id}/retry",
+    tag = "subscriptions", security(("bearer" = ["admin"])),
+    params(
+        ("id" = Uuid, Path, description = "Subscription id"),
+        ("delivery_id" = Uuid, Path, description = "Delivery id (its webhook-id)"),
+    ),
+    responses(
+        (status = 202, description = "Queued again", body = DeliveryView),
+        (status = 404, description = "No such subscription or delivery", body = ErrorBody),
+    ))]
+pub async fn retry_delivery(
+    State(app): State<ApiState>,
+    Path((id, delivery)): Path<(Uuid, Uuid)>,
+) -> Result<(StatusCode, Json<DeliveryView>), ApiError> {
+    let queued = webhooks::retry(
+        &app.services,
+        SubscriptionId(id),
+        DeliveryId(delivery),
+        app.services.now(),
+    )
+    .await?;
+    Ok((StatusCode::ACCEPTED, Json(queued.into())))
+}

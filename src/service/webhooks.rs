@@ -1,0 +1,292 @@
+//! Webhook subscriptions, and the sending of their deliveries: signed as Standard Webhooks
+//! has it, retried with backoff, given up after the retry window, and a subscription disabled
+//! when its receiver answers 410 Gone.
+
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+use rand::Rng;
+use url::Url;
+
+use super::{Missing, ServiceError, Services, require_callee};
+use crate::domain::ids::{CalleeId, DeliveryId, SubscriptionId};
+use crate::domain::time::Timestamp;
+use crate::domain::webhook::{
+    self, Attempt, Delivery, DeliveryStatus, EventType, RetryPolicy, Subscription,
+    SubscriptionStatus,
+};
+use crate::storage::{AttemptRecord, Store};
+
+/// How deliveries are sent.
+#[derive(Debug, Clone)]
+pub struct WebhookSettings {
+    pub retry: RetryPolicy,
+    /// One attempt's deadline, connection to response headers.
+    pub timeout: Duration,
+    /// Deliveries claimed per round.
+    pub batch: u32,
+    /// How often due retries are looked for when nothing new happens.
+    pub poll: Duration,
+    /// How long the old secret keeps signing after a rotation.
+    pub rotation_overlap: Duration,
+}
+
+impl Default for WebhookSettings {
+    fn default() -> Self {
+        Self {
+            retry: RetryPolicy::default(),
+            timeout: Duration::from_secs(10),
+            batch: 32,
+            poll: Duration::from_millis(250),
+            rotation_overlap: Duration::from_secs(24 * 3600),
+        }
+    }
+}
+
+/// What a caller asks to subscribe to.
+#[derive(Debug, Clone)]
+pub struct NewSubscription {
+    pub url: String,
+    pub callee_id: Option<CalleeId>,
+    pub events: Option<Vec<String>>,
+    pub description: Option<String>,
+}
+
+const MAX_DESCRIPTION: usize = 500;
+
+/// Creates a subscription; its secret is in the answer and in no later one.
+pub async fn create(
+    services: &Services,
+    new: NewSubscription,
+    now: Timestamp,
+) -> Result<Subscription, ServiceError> {
+    let url = Url::parse(&new.url)
+        .map_err(|e| ServiceError::Invalid(format!("url `{}`: {e}", new.url)))?;
+    if !matches!(url.scheme(), "http" | "https") {
+        return Err(ServiceError::Invalid("url must be http or https".into()));
+    }
+    // The same guard as every fetch: an address cardgate may not reach is refused now, not
+    // discovered at the first delivery.
+    services
+        .outbound
+        .check_url(&url)
+        .map_err(|e| ServiceError::Undeliverable(format!("url cannot be delivered to: {e}")))?;
+    let events = new
+        .events
+        .map(|names| {
+            names
+                .iter()
+                .map(|n| {
+                    EventType::parse(n).ok_or_else(|| {
+                        let all: Vec<&str> = EventType::ALL.iter().map(|t| t.as_str()).collect();
+                        ServiceError::Invalid(format!(
+                            "events: `{n}` is not an event type (one of {})",
+                            all.join(", ")
+                        ))
+                    })
+                })
+                .collect::<Result<BTreeSet<_>, _>>()
+        })
+        .transpose()?;
+    if let Some(callee) = new.callee_id {
+        require_callee(&services.store, callee).await?;
+    }
+    if new
+        .description
+        .as_ref()
+        .is_some_and(|d| d.chars().count() > MAX_DESCRIPTION)
+    {
+        return Err(ServiceError::Invalid(format!(
+            "description is longer than {MAX_DESCRIPTION} characters"
+        )));
+    }
+    let subscription = Subscription {
+        id: SubscriptionId::new(),
+        url: url.to_string(),
+        callee_id: new.callee_id,
+        events,
+        description: new.description,
+        secret: webhook::new_secret(),
+        previous_secret: None,
+        previous_until: None,
+        status: SubscriptionStatus::Active,
+        created_at: now,
+    };
+    services.store.insert_subscription(&subscription).await?;
+    Ok(subscription)
+}
+
+pub async fn list(store: &Store) -> Result<Vec<Subscription>, ServiceError> {
+    Ok(store.subscriptions().await?)
+}
+
+pub async fn get(store: &Store, id: SubscriptionId) -> Result<Subscription, ServiceError> {
+    store
+        .subscription(id)
+        .await
+        .map_err(ServiceError::missing(Missing::Subscription(id)))
+}
+
+pub async fn delete(store: &Store, id: SubscriptionId) -> Result<(), ServiceError> {
+    store
+        .delete_subscription(id)
+        .await
+        .map_err(ServiceError::missing(Missing::Subscription(id)))
+}
+
+/// A new secret; the old one signs too for `rotation_overlap`, so receivers can switch.
+pub async fn rotate(
+    services: &Services,
+    id: SubscriptionId,
+    now: Timestamp,
+) -> Result<Subscription, ServiceError> {
+    let overlap = chrono::Duration::from_std(services.webhooks.rotation_overlap)
+        .unwrap_or(chrono::Duration::zero());
+    services
+        .store
+        .rotate_secret(id, &webhook::new_secret(), now + overlap)
+        .await
+        .map_err(ServiceError::missing(Missing::Subscription(id)))?;
+    get(&services.store, id).await
+}
+
+/// A subscription's deliveries, newest event first.
+pub async fn deliveries(
+    store: &Store,
+    id: SubscriptionId,
+    limit: u32,
+) -> Result<Vec<Delivery>, ServiceError> {
+    get(store, id).await?;
+    Ok(store.deliveries(id, limit).await?)
+}
+
+/// Sends delivery `delivery` again as soon as it is due in order.
+pub async fn retry(
+    services: &Services,
+    id: SubscriptionId,
+    delivery: DeliveryId,
+    now: Timestamp,
+) -> Result<Delivery, ServiceError> {
+    get(&services.store, id).await?;
+    services
+        .store
+        .retry_delivery(id, delivery, now)
+        .await
+        .map_err(ServiceError::missing(Missing::Delivery(id, delivery)))
+}
+
+/// Claims the due deliveries and attempts each once, concurrently; returns how many.
+pub async fn deliver_due(services: &Services, owner: &str) -> Result<usize, ServiceError> {
+    let now = services.now();
+    // The lease outlives one attempt, so no other process takes a delivery still in flight.
+    let lease = chrono::Duration::from_std(services.webhooks.timeout * 2)
+        .unwrap_or(chrono::Duration::seconds(60));
+    let claimed = services
+        .store
+        .claim_deliveries(owner, now, now + lease, services.webhooks.batch)
+        .await?;
+    let count = claimed.len();
+    let attempts = claimed
+        .into_iter()
+        .map(|(delivery, subscription)| async move {
+            let attempt = send(services, &delivery, &subscription).await;
+            record(services, owner, &delivery, &subscription, attempt).await
+        });
+    for outcome in futures::future::join_all(attempts).await {
+        outcome?;
+    }
+    Ok(count)
+}
+
+/// One attempt: the signed POST, and how it ended.
+async fn send(services: &Services, delivery: &Delivery, subscription: &Subscription) -> Attempt {
+    let now = services.now();
+    let id = delivery.id.to_string();
+    let timestamp = now.timestamp();
+    let signature = webhook::signature(
+        &subscription.signing_secrets(now),
+        &id,
+        timestamp,
+        delivery.payload.as_bytes(),
+    );
+    let request = services
+        .outbound
+        .client()
+        .post(&subscription.url)
+        .timeout(services.webhooks.timeout)
+        .header("content-type", "application/json")
+        .header("webhook-id", &id)
+        .header("webhook-timestamp", timestamp.to_string())
+        .header("webhook-signature", signature)
+        .body(delivery.payload.clone());
+    match services.outbound.send(request).await {
+        Ok(response) if response.status().is_success() => Attempt::Delivered {
+            status: response.status().as_u16(),
+        },
+        Ok(response) if response.status() == reqwest::StatusCode::GONE => Attempt::Gone,
+        Ok(response) => Attempt::Failed {
+            status: Some(response.status().as_u16()),
+            error: format!("the receiver answered {}", response.status()),
+        },
+        Err(e) => Attempt::Failed {
+            status: None,
+            error: e.to_string(),
+        },
+    }
+}
+
+/// Stores an attempt's outcome: delivered, retried after the backoff, or given up.
+async fn record(
+    services: &Services,
+    owner: &str,
+    delivery: &Delivery,
+    subscription: &Subscription,
+    attempt: Attempt,
+) -> Result<(), ServiceError> {
+    let now = services.now();
+    let policy = &services.webhooks.retry;
+    let record = match &attempt {
+        Attempt::Delivered { status } => AttemptRecord {
+            status: DeliveryStatus::Delivered,
+            next_attempt_at: now,
+            status_code: Some(i32::from(*status)),
+            error: None,
+            finished_at: Some(now),
+        },
+        Attempt::Gone => {
+            services.store.disable_subscription(subscription.id).await?;
+            tracing::warn!(subscription.id = %subscription.id, "the receiver answered 410 Gone; subscription disabled");
+            AttemptRecord {
+                status: DeliveryStatus::Failed,
+                next_attempt_at: now,
+                status_code: Some(410),
+                error: Some("410 Gone: the subscription is disabled"),
+                finished_at: Some(now),
+            }
+        }
+        Attempt::Failed { status, error } => {
+            let attempts = u32::try_from(delivery.attempts).unwrap_or(0) + 1;
+            let wait = policy.backoff(attempts, rand::rng().random_range(0.8..1.2));
+            let next = now + chrono::Duration::from_std(wait).unwrap_or(chrono::Duration::hours(1));
+            let window = chrono::Duration::from_std(policy.give_up_after)
+                .unwrap_or(chrono::Duration::days(3));
+            let give_up = next > delivery.created_at + window;
+            AttemptRecord {
+                status: if give_up {
+                    DeliveryStatus::Failed
+                } else {
+                    DeliveryStatus::Pending
+                },
+                next_attempt_at: next,
+                status_code: status.map(i32::from),
+                error: Some(error),
+                finished_at: give_up.then_some(now),
+            }
+        }
+    };
+    services
+        .store
+        .finish_attempt(delivery.id, owner, &record)
+        .await?;
+    Ok(())
+}

@@ -1,0 +1,426 @@
+//! Webhook subscriptions and their outbox: deliveries queued in the ledger's own transaction,
+//! claimed under a lease (one attempt at a time, across replicas), in ledger order per
+//! subscription.
+
+use std::collections::BTreeSet;
+
+use chrono::{DateTime, Utc};
+use uuid::Uuid;
+
+use super::{BeginWrite, Store, StoreError, dispatch, touched};
+use crate::domain::gate::Subject;
+use crate::domain::ids::{DeliveryId, SubscriptionId};
+use crate::domain::ledger::EventRecord;
+use crate::domain::time::Timestamp;
+use crate::domain::webhook::{
+    self, Delivery, DeliveryStatus, EventType, Subscription, SubscriptionStatus,
+};
+
+#[derive(sqlx::FromRow)]
+struct SubscriptionRow {
+    id: Uuid,
+    url: String,
+    callee_id: Option<Uuid>,
+    events: Option<String>,
+    description: Option<String>,
+    secret: String,
+    previous_secret: Option<String>,
+    previous_until: Option<DateTime<Utc>>,
+    status: String,
+    created_at: DateTime<Utc>,
+}
+
+impl TryFrom<SubscriptionRow> for Subscription {
+    type Error = StoreError;
+    fn try_from(r: SubscriptionRow) -> Result<Self, StoreError> {
+        let events = r
+            .events
+            .map(|text| {
+                let names: Vec<String> =
+                    serde_json::from_str(&text).map_err(StoreError::corrupt)?;
+                names
+                    .iter()
+                    .map(|n| {
+                        EventType::parse(n)
+                            .ok_or_else(|| StoreError::corrupt(format!("event type {n}")))
+                    })
+                    .collect::<Result<BTreeSet<_>, _>>()
+            })
+            .transpose()?;
+        Ok(Subscription {
+            id: r.id.into(),
+            url: r.url,
+            callee_id: r.callee_id.map(Into::into),
+            events,
+            description: r.description,
+            secret: r.secret,
+            previous_secret: r.previous_secret,
+            previous_until: r.previous_until,
+            status: SubscriptionStatus::parse(&r.status)
+                .ok_or_else(|| StoreError::corrupt(format!("subscription status {}", r.status)))?,
+            created_at: r.created_at,
+        })
+    }
+}
+
+macro_rules! subscription_columns {
+    () => {
+        "id, url, callee_id, events, description, secret, previous_secret, previous_until, status, \
+         created_at"
+    };
+}
+
+#[derive(sqlx::FromRow)]
+struct DeliveryRow {
+    id: Uuid,
+    subscription_id: Uuid,
+    seq: i64,
+    event_type: String,
+    payload: String,
+    status: String,
+    attempts: i32,
+    next_attempt_at: DateTime<Utc>,
+    last_status_code: Option<i32>,
+    last_error: Option<String>,
+    created_at: DateTime<Utc>,
+    finished_at: Option<DateTime<Utc>>,
+}
+
+impl TryFrom<DeliveryRow> for Delivery {
+    type Error = StoreError;
+    fn try_from(r: DeliveryRow) -> Result<Self, StoreError> {
+        Ok(Delivery {
+            id: r.id.into(),
+            subscription_id: r.subscription_id.into(),
+            seq: r.seq,
+            event_type: EventType::parse(&r.event_type)
+                .ok_or_else(|| StoreError::corrupt(format!("event type {}", r.event_type)))?,
+            payload: r.payload,
+            status: DeliveryStatus::parse(&r.status)
+                .ok_or_else(|| StoreError::corrupt(format!("delivery status {}", r.status)))?,
+            attempts: r.attempts,
+            next_attempt_at: r.next_attempt_at,
+            last_status_code: r.last_status_code,
+            last_error: r.last_error,
+            created_at: r.created_at,
+            finished_at: r.finished_at,
+        })
+    }
+}
+
+macro_rules! delivery_columns {
+    () => {
+        "id, subscription_id, seq, event_type, payload, status, attempts, next_attempt_at, \
+         last_status_code, last_error, created_at, finished_at"
+    };
+}
+
+/// Queueing deliveries inside the transaction that appends the events they announce.
+pub(crate) trait QueueDeliveries {
+    /// One pending delivery per (event, subscription that wants it).
+    async fn queue_deliveries(
+        &mut self,
+        appended: &[(EventRecord, Subject)],
+        now: Timestamp,
+    ) -> Result<(), StoreError>;
+}
+
+macro_rules! impl_queue_deliveries {
+    ($db:ty) => {
+        impl QueueDeliveries for sqlx::Transaction<'static, $db> {
+            async fn queue_deliveries(
+                &mut self,
+                appended: &[(EventRecord, Subject)],
+                now: Timestamp,
+            ) -> Result<(), StoreError> {
+                let announced: Vec<_> = appended
+                    .iter()
+                    .filter_map(|(e, s)| EventType::of_kind(&e.kind).map(|t| (t, e, s)))
+                    .collect();
+                if announced.is_empty() {
+                    return Ok(());
+                }
+                let rows: Vec<SubscriptionRow> = sqlx::query_as(concat!(
+                    "select ",
+                    subscription_columns!(),
+                    " from subscriptions where status = 'active'"
+                ))
+                .fetch_all(&mut **self)
+                .await?;
+                let subscriptions = rows
+                    .into_iter()
+                    .map(Subscription::try_from)
+                    .collect::<Result<Vec<_>, _>>()?;
+                for (kind, event, subject) in announced {
+                    let body = webhook::payload(kind, event, subject).to_string();
+                    for sub in subscriptions.iter().filter(|s| s.wants(event.callee_id, kind)) {
+                        sqlx::query(
+                            "insert into deliveries (id, subscription_id, seq, event_type, payload, \
+                             status, attempts, next_attempt_at, created_at) \
+                             values ($1, $2, $3, $4, $5, 'pending', 0, $6, $6)",
+                        )
+                        .bind(DeliveryId::new().0)
+                        .bind(sub.id.0)
+                        .bind(event.seq)
+                        .bind(kind.as_str())
+                        .bind(&body)
+                        .bind(now)
+                        .execute(&mut **self)
+                        .await?;
+                    }
+                }
+                Ok(())
+            }
+        }
+    };
+}
+
+impl_queue_deliveries!(sqlx::Postgres);
+impl_queue_deliveries!(sqlx::Sqlite);
+
+/// Ids of due deliveries: pending, their time come, not leased, and the earliest pending one of
+/// their subscription.
+macro_rules! due_deliveries {
+    () => {
+        "select d.id from deliveries d where d.status = 'pending' \
+         and d.next_attempt_at <= $1 and (d.lease_until is null or d.lease_until < $1) \
+         and not exists (select 1 from deliveries e where e.subscription_id = d.subscription_id \
+         and e.status = 'pending' and e.seq < d.seq) order by d.next_attempt_at limit $2"
+    };
+}
+
+/// How an attempt ended, as stored.
+pub struct AttemptRecord<'a> {
+    pub status: DeliveryStatus,
+    pub next_attempt_at: Timestamp,
+    pub status_code: Option<i32>,
+    pub error: Option<&'a str>,
+    pub finished_at: Option<Timestamp>,
+}
+
+impl Store {
+    pub async fn insert_subscription(&self, s: &Subscription) -> Result<(), StoreError> {
+        let events = s.events.as_ref().map(|e| {
+            let names: Vec<&str> = e.iter().map(|t| t.as_str()).collect();
+            serde_json::to_string(&names).expect("names serialize")
+        });
+        dispatch!(self, |pool| {
+            sqlx::query(concat!(
+                "insert into subscriptions (",
+                subscription_columns!(),
+                ") values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)"
+            ))
+            .bind(s.id.0)
+            .bind(&s.url)
+            .bind(s.callee_id.map(|c| c.0))
+            .bind(&events)
+            .bind(&s.description)
+            .bind(&s.secret)
+            .bind(&s.previous_secret)
+            .bind(s.previous_until)
+            .bind(s.status.as_str())
+            .bind(s.created_at)
+            .execute(pool)
+            .await
+            .map(drop)
+        })?;
+        Ok(())
+    }
+
+    pub async fn subscriptions(&self) -> Result<Vec<Subscription>, StoreError> {
+        let rows: Vec<SubscriptionRow> = dispatch!(self, |pool| {
+            sqlx::query_as(concat!(
+                "select ",
+                subscription_columns!(),
+                " from subscriptions order by id"
+            ))
+            .fetch_all(pool)
+            .await
+        })?;
+        rows.into_iter().map(TryInto::try_into).collect()
+    }
+
+    pub async fn subscription(&self, id: SubscriptionId) -> Result<Subscription, StoreError> {
+        let row: SubscriptionRow = dispatch!(self, |pool| {
+            sqlx::query_as(concat!(
+                "select ",
+                subscription_columns!(),
+                " from subscriptions where id = $1"
+            ))
+            .bind(id.0)
+            .fetch_one(pool)
+            .await
+        })?;
+        row.try_into()
+    }
+
+    /// Deletes a subscription and its deliveries; `NotFound` if there is none.
+    pub async fn delete_subscription(&self, id: SubscriptionId) -> Result<(), StoreError> {
+        let done = dispatch!(self, |pool| {
+            sqlx::query("delete from subscriptions where id = $1")
+                .bind(id.0)
+                .execute(pool)
+                .await
+                .map(|r| r.rows_affected())
+        })?;
+        touched(done)
+    }
+
+    /// Makes `secret` the signing secret; the old one keeps signing until `previous_until`.
+    pub async fn rotate_secret(
+        &self,
+        id: SubscriptionId,
+        secret: &str,
+        previous_until: Timestamp,
+    ) -> Result<(), StoreError> {
+        let done = dispatch!(self, |pool| {
+            sqlx::query(
+                "update subscriptions set previous_secret = secret, previous_until = $3, secret = $2 \
+                 where id = $1",
+            )
+            .bind(id.0)
+            .bind(secret)
+            .bind(previous_until)
+            .execute(pool)
+            .await
+            .map(|r| r.rows_affected())
+        })?;
+        touched(done)
+    }
+
+    pub async fn disable_subscription(&self, id: SubscriptionId) -> Result<(), StoreError> {
+        dispatch!(self, |pool| {
+            sqlx::query("update subscriptions set status = 'disabled' where id = $1")
+                .bind(id.0)
+                .execute(pool)
+                .await
+                .map(drop)
+        })?;
+        Ok(())
+    }
+
+    /// A subscription's deliveries, newest event first.
+    pub async fn deliveries(
+        &self,
+        subscription: SubscriptionId,
+        limit: u32,
+    ) -> Result<Vec<Delivery>, StoreError> {
+        let rows: Vec<DeliveryRow> = dispatch!(self, |pool| {
+            sqlx::query_as(concat!(
+                "select ",
+                delivery_columns!(),
+                " from deliveries where subscription_id = $1 order by seq desc, id desc limit $2"
+            ))
+            .bind(subscription.0)
+            .bind(i64::from(limit))
+            .fetch_all(pool)
+            .await
+        })?;
+        rows.into_iter().map(TryInto::try_into).collect()
+    }
+
+    /// Queues delivery `id` of `subscription` again, now; `NotFound` if it is not that
+    /// subscription's. Its attempts so far are kept.
+    pub async fn retry_delivery(
+        &self,
+        subscription: SubscriptionId,
+        id: DeliveryId,
+        now: Timestamp,
+    ) -> Result<Delivery, StoreError> {
+        let row: DeliveryRow = dispatch!(self, |pool| {
+            sqlx::query_as(concat!(
+                "update deliveries set status = 'pending', next_attempt_at = $3, finished_at = null \
+                 where id = $2 and subscription_id = $1 returning ",
+                delivery_columns!()
+            ))
+            .bind(subscription.0)
+            .bind(id.0)
+            .bind(now)
+            .fetch_one(pool)
+            .await
+        })?;
+        row.try_into()
+    }
+
+    /// Leases up to `limit` due deliveries to `owner` until `lease_until`: only the earliest
+    /// pending delivery of each subscription is due, so a later event never overtakes an
+    /// earlier one; a delivery leased to another process is skipped until its lease expires.
+    pub async fn claim_deliveries(
+        &self,
+        owner: &str,
+        now: Timestamp,
+        lease_until: Timestamp,
+        limit: u32,
+    ) -> Result<Vec<(Delivery, Subscription)>, StoreError> {
+        let claimed: Vec<(DeliveryRow, SubscriptionRow)> = dispatch!(self, |pool| {
+            let mut tx = pool.begin_write().await?;
+            // Replicas on Postgres skip each other's rows instead of waiting on them; an
+            // SQLite write transaction already excludes every other writer.
+            let due = if self.backend() == "postgres" {
+                concat!(due_deliveries!(), " for update skip locked")
+            } else {
+                due_deliveries!()
+            };
+            let ids: Vec<(Uuid,)> = sqlx::query_as(due)
+                .bind(now)
+                .bind(i64::from(limit))
+                .fetch_all(&mut *tx)
+                .await?;
+            let mut claimed = Vec::with_capacity(ids.len());
+            for (id,) in ids {
+                let delivery: DeliveryRow = sqlx::query_as(concat!(
+                    "update deliveries set lease_owner = $2, lease_until = $3 where id = $1 returning ",
+                    delivery_columns!()
+                ))
+                .bind(id)
+                .bind(owner)
+                .bind(lease_until)
+                .fetch_one(&mut *tx)
+                .await?;
+                let subscription: SubscriptionRow = sqlx::query_as(concat!(
+                    "select ",
+                    subscription_columns!(),
+                    " from subscriptions where id = $1"
+                ))
+                .bind(delivery.subscription_id)
+                .fetch_one(&mut *tx)
+                .await?;
+                claimed.push((delivery, subscription));
+            }
+            tx.commit().await?;
+            Ok::<_, StoreError>(claimed)
+        })?;
+        claimed
+            .into_iter()
+            .map(|(d, s)| Ok((d.try_into()?, s.try_into()?)))
+            .collect()
+    }
+
+    /// Records an attempt, if `owner` still holds the delivery's lease (a lost lease records
+    /// nothing: the attempt is made again by whoever holds it now).
+    pub async fn finish_attempt(
+        &self,
+        id: DeliveryId,
+        owner: &str,
+        attempt: &AttemptRecord<'_>,
+    ) -> Result<bool, StoreError> {
+        let done = dispatch!(self, |pool| {
+            sqlx::query(
+                "update deliveries set status = $3, attempts = attempts + 1, next_attempt_at = $4, \
+                 last_status_code = $5, last_error = $6, finished_at = $7, lease_owner = null, \
+                 lease_until = null where id = $1 and lease_owner = $2",
+            )
+            .bind(id.0)
+            .bind(owner)
+            .bind(attempt.status.as_str())
+            .bind(attempt.next_attempt_at)
+            .bind(attempt.status_code)
+            .bind(attempt.error)
+            .bind(attempt.finished_at)
+            .execute(pool)
+            .await
+            .map(|r| r.rows_affected())
+        })?;
+        Ok(done == 1)
+    }
+}
