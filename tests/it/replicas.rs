@@ -13,15 +13,15 @@ use tokio::process::{Child, Command};
 use crate::support::TestDb;
 use crate::support::proxy::LaggingProxy;
 
-struct Replica {
-    base: String,
-    child: Child,
+pub(crate) struct Replica {
+    pub(crate) base: String,
+    pub(crate) child: Child,
 }
 
 /// Starts `cardgate serve` on a port of its own choosing (port 0: no bind-drop-rebind race)
 /// and reads the address it bound from its log. Agents reach every replica's webhook through
 /// `public_url`: a front the test holds, since the replicas' ports are not known in advance.
-async fn spawn_replica(database_url: &str, public_url: &str, log: &str) -> Replica {
+pub(crate) async fn spawn_replica(database_url: &str, public_url: &str, log: &str) -> Replica {
     let child = Command::new(env!("CARGO_BIN_EXE_cardgate"))
         .arg("serve")
         .env("DATABASE_URL", database_url)

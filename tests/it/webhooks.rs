@@ -21,6 +21,7 @@ use crate::support::{TestDb, TestServer, error_code, on_both_backends, repo_path
 on_both_backends!(
     deliveries_are_signed_ordered_retried_with_one_id_and_verifiable,
     a_receiver_down_past_the_window_ends_failed_and_410_disables,
+    a_delivery_cut_off_by_kill_9_is_made_after_the_restart,
 );
 
 /// One request the receiver got.
@@ -43,6 +44,13 @@ struct Receiver {
 
 impl Receiver {
     async fn start(script: Vec<u16>) -> Self {
+        Self::bind(
+            tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap(),
+            script,
+        )
+    }
+
+    fn bind(listener: tokio::net::TcpListener, script: Vec<u16>) -> Self {
         let got: Arc<Mutex<Vec<Received>>> = Arc::default();
         let state = (got.clone(), Arc::new(script));
         let app = Router::new()
@@ -67,10 +75,19 @@ impl Receiver {
                 ),
             )
             .with_state(state);
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let url = format!("http://{}/hook", listener.local_addr().unwrap());
         tokio::spawn(async move { axum::serve(listener, app).await });
         Self { url, got }
+    }
+
+    /// A receiver on a port chosen before it listens.
+    async fn start_on(port: u16, script: Vec<u16>) -> Self {
+        Self::bind(
+            tokio::net::TcpListener::bind(("127.0.0.1", port))
+                .await
+                .unwrap(),
+            script,
+        )
     }
 
     fn received(&self) -> Vec<Received> {
@@ -384,4 +401,177 @@ async fn a_receiver_down_past_the_window_ends_failed_and_410_disables(db: TestDb
     let (status, _) = server.get(&format!("/v1/subscriptions/{gone_id}")).await;
     assert_eq!(status, 404);
     server.stop().await;
+}
+
+/// The URL of the database `db` lives in, for a separate process.
+fn database_url(db: &TestDb) -> String {
+    match &db.target {
+        cardgate::storage::DatabaseTarget::Postgres(url) => url.clone(),
+        cardgate::storage::DatabaseTarget::Sqlite(path) => format!("sqlite://{}", path.display()),
+    }
+}
+
+/// Posts `body` to `path` on a separate process, as the admin.
+async fn admin_post(base: &str, path: &str, body: Value) -> Value {
+    let response = crate::support::client_with(crate::support::ADMIN_TOKEN)
+        .post(format!("{base}{path}"))
+        .json(&body)
+        .send()
+        .await
+        .unwrap();
+    assert!(
+        response.status().is_success(),
+        "{path}: {}",
+        response.status()
+    );
+    response.json().await.unwrap()
+}
+
+async fn a_delivery_cut_off_by_kill_9_is_made_after_the_restart(db: TestDb) {
+    let agent = FakeAgent::start(FakeAgentConfig::default(), Behaviour::Conformant)
+        .await
+        .unwrap();
+    // A port nobody listens on yet: every attempt before the restart is refused.
+    let port = {
+        let probe = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        probe.local_addr().unwrap().port()
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let log = |name: &str| dir.path().join(name).display().to_string();
+    let url = database_url(&db);
+    let mut first =
+        crate::replicas::spawn_replica(&url, "http://127.0.0.1:9/", &log("a.log")).await;
+    let subscription = admin_post(
+        &first.base,
+        "/v1/subscriptions",
+        json!({"url": format!("http://127.0.0.1:{port}/hook"), "events": ["subject.created"]}),
+    )
+    .await;
+    let id = subscription["id"].as_str().unwrap().to_string();
+    // The ledger append and its outbox row commit together; the first attempt is refused.
+    admin_post(
+        &first.base,
+        "/v1/callees",
+        json!({"card_url": agent.origin()}),
+    )
+    .await;
+    first.child.start_kill().unwrap(); // SIGKILL: nothing is flushed or finished
+    let _ = first.child.wait().await;
+
+    let receiver = Receiver::start_on(port, vec![200]).await;
+    let second = crate::replicas::spawn_replica(&url, "http://127.0.0.1:9/", &log("b.log")).await;
+    let mut delivered = false;
+    for _ in 0..600 {
+        if receiver.received().len() == 1 {
+            delivered = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(delivered, "the delivery was lost with the process");
+    let body: Value = serde_json::from_str(&receiver.received()[0].body).unwrap();
+    assert_eq!(body["type"], "subject.created");
+    let items: Vec<Value> = crate::support::client_with(crate::support::ADMIN_TOKEN)
+        .get(format!("{}/v1/subscriptions/{id}/deliveries", second.base))
+        .send()
+        .await
+        .unwrap()
+        .json::<Value>()
+        .await
+        .unwrap()["items"]
+        .as_array()
+        .unwrap()
+        .clone();
+    assert_eq!(items.len(), 1);
+    drop(second);
+}
+
+/// Two processes on one Postgres send from one outbox: every delivery reaches the receiver
+/// exactly once, and each subscription's in ledger order.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_replicas_deliver_each_event_once_per_subscription() {
+    let Some(db) = TestDb::postgres().await else {
+        return;
+    };
+    let url = database_url(&db);
+    let mut agents = Vec::new();
+    for _ in 0..6 {
+        let agent = FakeAgent::start(FakeAgentConfig::default(), Behaviour::Conformant);
+        agents.push(agent.await.unwrap());
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let log = |name: &str| dir.path().join(name).display().to_string();
+    let front = crate::support::proxy::LaggingProxy::start(Duration::ZERO).await;
+    let public_url = format!("{}/", front.origin());
+    let a = crate::replicas::spawn_replica(&url, &public_url, &log("a.log")).await;
+    front.forward_to(&a.base);
+    let b = crate::replicas::spawn_replica(&url, &public_url, &log("b.log")).await;
+    let receivers = [
+        Receiver::start(vec![200]).await,
+        Receiver::start(vec![200]).await,
+    ];
+    let mut subscriptions = Vec::new();
+    for receiver in &receivers {
+        let created = admin_post(&a.base, "/v1/subscriptions", json!({"url": receiver.url})).await;
+        subscriptions.push(created["id"].as_str().unwrap().to_string());
+    }
+    for (i, agent) in agents.iter().enumerate() {
+        let base = if i % 2 == 0 { &a.base } else { &b.base };
+        admin_post(base, "/v1/callees", json!({"card_url": agent.origin()})).await;
+    }
+    // Registration queued each probe; wait until every delivery of both is made.
+    let client = crate::support::client_with(crate::support::ADMIN_TOKEN);
+    let settled = |items: &[Value]| {
+        items
+            .iter()
+            .filter(|d| d["event_type"] == "subject.promoted")
+            .count()
+            == agents.len()
+            && items.iter().all(|d| d["status"] == "delivered")
+    };
+    for id in &subscriptions {
+        let mut done = false;
+        for _ in 0..600 {
+            let page: Value = client
+                .get(format!(
+                    "{}/v1/subscriptions/{id}/deliveries?limit=200",
+                    b.base
+                ))
+                .send()
+                .await
+                .unwrap()
+                .json()
+                .await
+                .unwrap();
+            if settled(page["items"].as_array().unwrap()) {
+                done = true;
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        assert!(done, "subscription {id} never had every delivery made");
+    }
+    for (receiver, id) in receivers.iter().zip(&subscriptions) {
+        let got = receiver.received();
+        let ids: std::collections::BTreeSet<&str> = got
+            .iter()
+            .map(|r| r.headers["webhook-id"].as_str())
+            .collect();
+        assert_eq!(ids.len(), got.len(), "a delivery reached {id} twice");
+        let seqs: Vec<i64> = got
+            .iter()
+            .map(|r| {
+                let body: Value = serde_json::from_str(&r.body).unwrap();
+                body["data"]["event"]["seq"].as_i64().unwrap()
+            })
+            .collect();
+        let mut sorted = seqs.clone();
+        sorted.sort_unstable();
+        sorted.dedup();
+        assert_eq!(
+            seqs, sorted,
+            "deliveries to {id} out of ledger order or repeated"
+        );
+    }
+    drop((a, b));
 }
