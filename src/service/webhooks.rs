@@ -36,7 +36,7 @@ impl Default for WebhookSettings {
         Self {
             retry: RetryPolicy::default(),
             timeout: Duration::from_secs(10),
-            batch: 32,
+            batch: 256,
             poll: Duration::from_millis(250),
             rotation_overlap: Duration::from_secs(24 * 3600),
         }
@@ -186,15 +186,20 @@ pub async fn deliver_due(services: &Services, owner: &str) -> Result<usize, Serv
         .claim_deliveries(owner, now, now + lease, services.webhooks.batch)
         .await?;
     let count = claimed.len();
-    let attempts = claimed
+    let attempts = claimed.iter().map(|(delivery, subscription)| async move {
+        let attempt = send(services, delivery, subscription).await;
+        outcome(services, delivery, subscription, attempt).await
+    });
+    let mut records = Vec::with_capacity(count);
+    for (outcome, (delivery, _)) in futures::future::join_all(attempts)
+        .await
         .into_iter()
-        .map(|(delivery, subscription)| async move {
-            let attempt = send(services, &delivery, &subscription).await;
-            record(services, owner, &delivery, &subscription, attempt).await
-        });
-    for outcome in futures::future::join_all(attempts).await {
-        outcome?;
+        .zip(&claimed)
+    {
+        records.push((delivery.id, outcome?));
     }
+    // One write for the whole batch: on SQLite every write transaction is serialized.
+    services.store.finish_attempts(owner, &records).await?;
     Ok(count)
 }
 
@@ -235,14 +240,13 @@ async fn send(services: &Services, delivery: &Delivery, subscription: &Subscript
     }
 }
 
-/// Stores an attempt's outcome: delivered, retried after the backoff, or given up.
-async fn record(
+/// What an attempt leaves the delivery as: delivered, retried after the backoff, or given up.
+async fn outcome(
     services: &Services,
-    owner: &str,
     delivery: &Delivery,
     subscription: &Subscription,
     attempt: Attempt,
-) -> Result<(), ServiceError> {
+) -> Result<AttemptRecord<'static>, ServiceError> {
     let now = services.now();
     let policy = &services.webhooks.retry;
     let record = match &attempt {
@@ -260,7 +264,7 @@ async fn record(
                 status: DeliveryStatus::Failed,
                 next_attempt_at: now,
                 status_code: Some(410),
-                error: Some("410 Gone: the subscription is disabled"),
+                error: Some("410 Gone: the subscription is disabled".into()),
                 finished_at: Some(now),
             }
         }
@@ -279,14 +283,10 @@ async fn record(
                 },
                 next_attempt_at: next,
                 status_code: status.map(i32::from),
-                error: Some(error),
+                error: Some(error.clone().into()),
                 finished_at: give_up.then_some(now),
             }
         }
     };
-    services
-        .store
-        .finish_attempt(delivery.id, owner, &record)
-        .await?;
-    Ok(())
+    Ok(record)
 }

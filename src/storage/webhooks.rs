@@ -16,7 +16,7 @@ use crate::domain::webhook::{
     self, Delivery, DeliveryStatus, EventType, Subscription, SubscriptionStatus,
 };
 
-#[derive(sqlx::FromRow)]
+#[derive(Clone, sqlx::FromRow)]
 struct SubscriptionRow {
     id: Uuid,
     url: String,
@@ -151,23 +151,38 @@ macro_rules! impl_queue_deliveries {
                     .into_iter()
                     .map(Subscription::try_from)
                     .collect::<Result<Vec<_>, _>>()?;
+                let mut rows: Vec<(SubscriptionId, i64, EventType, std::sync::Arc<String>)> =
+                    Vec::new();
                 for (kind, event, subject) in announced {
-                    let body = webhook::payload(kind, event, subject).to_string();
-                    for sub in subscriptions.iter().filter(|s| s.wants(event.callee_id, kind)) {
-                        sqlx::query(
-                            "insert into deliveries (id, subscription_id, seq, event_type, payload, \
-                             status, attempts, next_attempt_at, created_at) \
-                             values ($1, $2, $3, $4, $5, 'pending', 0, $6, $6)",
-                        )
-                        .bind(DeliveryId::new().0)
-                        .bind(sub.id.0)
-                        .bind(event.seq)
-                        .bind(kind.as_str())
-                        .bind(&body)
-                        .bind(now)
-                        .execute(&mut **self)
-                        .await?;
+                    let body =
+                        std::sync::Arc::new(webhook::payload(kind, event, subject).to_string());
+                    for sub in subscriptions
+                        .iter()
+                        .filter(|s| s.wants(event.callee_id, kind))
+                    {
+                        rows.push((sub.id, event.seq, kind, body.clone()));
                     }
+                }
+                // Many rows per statement: an event for a thousand subscribers is a few round
+                // trips inside the ledger's transaction, not a thousand (9 binds a row keeps a
+                // chunk within SQLite's 32,766).
+                for chunk in rows.chunks(1000) {
+                    let mut insert = sqlx::QueryBuilder::<$db>::new(
+                        "insert into deliveries (id, subscription_id, seq, event_type, payload, \
+                         status, attempts, next_attempt_at, created_at) ",
+                    );
+                    insert.push_values(chunk, |mut row, (sub, seq, kind, body)| {
+                        row.push_bind(DeliveryId::new().0)
+                            .push_bind(sub.0)
+                            .push_bind(*seq)
+                            .push_bind(kind.as_str())
+                            .push_bind(body.as_str().to_string())
+                            .push_bind(DeliveryStatus::Pending.as_str())
+                            .push_bind(0i32)
+                            .push_bind(now)
+                            .push_bind(now);
+                    });
+                    insert.build().execute(&mut **self).await?;
                 }
                 Ok(())
             }
@@ -194,7 +209,7 @@ pub struct AttemptRecord<'a> {
     pub status: DeliveryStatus,
     pub next_attempt_at: Timestamp,
     pub status_code: Option<i32>,
-    pub error: Option<&'a str>,
+    pub error: Option<std::borrow::Cow<'a, str>>,
     pub finished_at: Option<Timestamp>,
 }
 
@@ -345,6 +360,8 @@ impl Store {
     /// Leases up to `limit` due deliveries to `owner` until `lease_until`: only the earliest
     /// pending delivery of each subscription is due, so a later event never overtakes an
     /// earlier one; a delivery leased to another process is skipped until its lease expires.
+    /// Two statements whatever the batch: the lease, then the leased rows with their
+    /// subscriptions (the owner and lease time name the batch).
     pub async fn claim_deliveries(
         &self,
         owner: &str,
@@ -356,38 +373,57 @@ impl Store {
             let mut tx = pool.begin_write().await?;
             // Replicas on Postgres skip each other's rows instead of waiting on them; an
             // SQLite write transaction already excludes every other writer.
-            let due = if self.backend() == "postgres" {
-                concat!(due_deliveries!(), " for update skip locked")
+            let lease = if self.backend() == "postgres" {
+                concat!(
+                    "update deliveries set lease_owner = $3, lease_until = $4 where id in (",
+                    due_deliveries!(),
+                    " for update skip locked)"
+                )
             } else {
-                due_deliveries!()
+                concat!(
+                    "update deliveries set lease_owner = $3, lease_until = $4 where id in (",
+                    due_deliveries!(),
+                    ")"
+                )
             };
-            let ids: Vec<(Uuid,)> = sqlx::query_as(due)
+            sqlx::query(lease)
                 .bind(now)
                 .bind(i64::from(limit))
-                .fetch_all(&mut *tx)
-                .await?;
-            let mut claimed = Vec::with_capacity(ids.len());
-            for (id,) in ids {
-                let delivery: DeliveryRow = sqlx::query_as(concat!(
-                    "update deliveries set lease_owner = $2, lease_until = $3 where id = $1 returning ",
-                    delivery_columns!()
-                ))
-                .bind(id)
                 .bind(owner)
                 .bind(lease_until)
-                .fetch_one(&mut *tx)
+                .execute(&mut *tx)
                 .await?;
-                let subscription: SubscriptionRow = sqlx::query_as(concat!(
-                    "select ",
-                    subscription_columns!(),
-                    " from subscriptions where id = $1"
-                ))
-                .bind(delivery.subscription_id)
-                .fetch_one(&mut *tx)
-                .await?;
-                claimed.push((delivery, subscription));
-            }
+            let deliveries: Vec<DeliveryRow> = sqlx::query_as(concat!(
+                "select ",
+                delivery_columns!(),
+                " from deliveries where lease_owner = $1 and lease_until = $2 and status = 'pending' \
+                 order by seq"
+            ))
+            .bind(owner)
+            .bind(lease_until)
+            .fetch_all(&mut *tx)
+            .await?;
+            let subscriptions: Vec<SubscriptionRow> = sqlx::query_as(concat!(
+                "select ",
+                subscription_columns!(),
+                " from subscriptions where id in (select subscription_id from deliveries \
+                 where lease_owner = $1 and lease_until = $2 and status = 'pending')"
+            ))
+            .bind(owner)
+            .bind(lease_until)
+            .fetch_all(&mut *tx)
+            .await?;
             tx.commit().await?;
+            let mut claimed = Vec::with_capacity(deliveries.len());
+            for delivery in deliveries {
+                let Some(subscription) = subscriptions
+                    .iter()
+                    .find(|s| s.id == delivery.subscription_id)
+                else {
+                    continue;
+                };
+                claimed.push((delivery, subscription.clone()));
+            }
             Ok::<_, StoreError>(claimed)
         })?;
         claimed
@@ -396,31 +432,36 @@ impl Store {
             .collect()
     }
 
-    /// Records an attempt, if `owner` still holds the delivery's lease (a lost lease records
-    /// nothing: the attempt is made again by whoever holds it now).
-    pub async fn finish_attempt(
+    /// Records attempts, in one transaction, for the deliveries `owner` still holds the lease
+    /// of (a lost lease records nothing: whoever holds it now makes the attempt again).
+    pub async fn finish_attempts(
         &self,
-        id: DeliveryId,
         owner: &str,
-        attempt: &AttemptRecord<'_>,
-    ) -> Result<bool, StoreError> {
-        let done = dispatch!(self, |pool| {
-            sqlx::query(
-                "update deliveries set status = $3, attempts = attempts + 1, next_attempt_at = $4, \
-                 last_status_code = $5, last_error = $6, finished_at = $7, lease_owner = null, \
-                 lease_until = null where id = $1 and lease_owner = $2",
-            )
-            .bind(id.0)
-            .bind(owner)
-            .bind(attempt.status.as_str())
-            .bind(attempt.next_attempt_at)
-            .bind(attempt.status_code)
-            .bind(attempt.error)
-            .bind(attempt.finished_at)
-            .execute(pool)
-            .await
-            .map(|r| r.rows_affected())
-        })?;
-        Ok(done == 1)
+        attempts: &[(DeliveryId, AttemptRecord<'_>)],
+    ) -> Result<(), StoreError> {
+        if attempts.is_empty() {
+            return Ok(());
+        }
+        dispatch!(self, |pool| {
+            let mut tx = pool.begin_write().await?;
+            for (id, attempt) in attempts {
+                sqlx::query(
+                    "update deliveries set status = $3, attempts = attempts + 1, next_attempt_at = $4, \
+                     last_status_code = $5, last_error = $6, finished_at = $7, lease_owner = null, \
+                     lease_until = null where id = $1 and lease_owner = $2",
+                )
+                .bind(id.0)
+                .bind(owner)
+                .bind(attempt.status.as_str())
+                .bind(attempt.next_attempt_at)
+                .bind(attempt.status_code)
+                .bind(attempt.error.as_deref())
+                .bind(attempt.finished_at)
+                .execute(&mut *tx)
+                .await?;
+            }
+            tx.commit().await?;
+            Ok::<_, StoreError>(())
+        })
     }
 }

@@ -1,0 +1,147 @@
+//! Webhook latency: from the ledger append to the start of each delivery's request, with many
+//! subscriptions. A conformant fake agent is registered and probed, which appends three
+//! announced events (`subject.created`, `probe.finished`, `subject.promoted`); every one of the
+//! N subscriptions gets each. A receiver in this process records when each request arrives;
+//! the latency of a delivery is its arrival time minus its event's `recorded_at` (the same
+//! clock). cardgate, the agent and the receiver share this process and the machine's cores.
+//!
+//! `cargo run --release --example bench-webhooks -- [subscriptions]`
+//! `BENCH_DATABASE_URL=postgres://postgres@127.0.0.1:5432/postgres cargo run --release --example bench-webhooks`
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use axum::Router;
+use axum::body::Bytes;
+use axum::extract::State;
+use axum::routing::post;
+use cardgate::app::{App, Settings};
+use cardgate::fake_agent::{Behaviour, FakeAgent, FakeAgentConfig};
+use cardgate::remote::NetworkPolicy;
+use cardgate::storage::DatabaseTarget;
+use chrono::{DateTime, Utc};
+use serde_json::{Value, json};
+
+type Arrivals = Arc<Mutex<Vec<(DateTime<Utc>, Value)>>>;
+
+fn arrivals_of(log: &Arrivals) -> std::sync::MutexGuard<'_, Vec<(DateTime<Utc>, Value)>> {
+    log.lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+const TOKEN: &str = "bench-admin-token-0123456789abcdefghijklmnop";
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let subscriptions: usize = std::env::args()
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(1000);
+    let work = tempfile::tempdir()?;
+    let (target, pg) = match std::env::var("BENCH_DATABASE_URL") {
+        Ok(admin) => {
+            let name = format!("cardgate_whbench_{}", std::process::id());
+            let mut conn = <sqlx::PgConnection as sqlx::Connection>::connect(&admin).await?;
+            sqlx::query(sqlx::AssertSqlSafe(format!("create database {name}")))
+                .execute(&mut conn)
+                .await?;
+            let url = format!(
+                "{}/{name}",
+                admin.rsplit_once('/').map_or(admin.as_str(), |p| p.0)
+            );
+            (DatabaseTarget::Postgres(url), Some((admin, name)))
+        }
+        Err(_) => (DatabaseTarget::Sqlite(work.path().join("bench.db")), None),
+    };
+    println!("backend: {target:?}, {subscriptions} subscriptions");
+
+    // The receiver.
+    let arrivals: Arrivals = Arc::default();
+    let app = Router::new()
+        .route(
+            "/hook",
+            post(|State(log): State<Arrivals>, body: Bytes| async move {
+                let at = Utc::now();
+                if let Ok(payload) = serde_json::from_slice::<Value>(&body) {
+                    arrivals_of(&log).push((at, payload));
+                }
+                "ok"
+            }),
+        )
+        .with_state(arrivals.clone());
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+    let hook = format!("http://{}/hook", listener.local_addr()?);
+    tokio::spawn(async move { axum::serve(listener, app).await });
+
+    // cardgate, in process.
+    let mut settings = Settings::new(target);
+    settings.auth = cardgate::http::auth::AuthSettings {
+        rate_per_sec: 1e9,
+        burst: 1e9,
+        ..Default::default()
+    }
+    .with_admin_token(TOKEN);
+    settings.outbound.policy = NetworkPolicy::new(
+        NetworkPolicy::parse_allowed("127.0.0.0/8").map_err(anyhow::Error::msg)?,
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+    let base = format!("http://{}", listener.local_addr()?);
+    settings.listen = listener.local_addr()?;
+    settings.probe.public_url = Some(format!("{base}/").parse()?);
+    let app = App::build(settings).await?;
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let server = tokio::spawn(app.serve(listener, async {
+        let _ = stopped.await;
+    }));
+
+    let client = reqwest::Client::new();
+    let post = |path: &str, body: Value| {
+        client
+            .post(format!("{base}{path}"))
+            .bearer_auth(TOKEN)
+            .json(&body)
+            .send()
+    };
+    for _ in 0..subscriptions {
+        let r = post("/v1/subscriptions", json!({"url": hook})).await?;
+        anyhow::ensure!(r.status() == 201, "subscribing: {}", r.status());
+    }
+    let agent = FakeAgent::start(FakeAgentConfig::default(), Behaviour::Conformant).await?;
+    let r = post("/v1/callees", json!({"card_url": agent.origin()})).await?;
+    anyhow::ensure!(r.status() == 201, "registering: {}", r.status());
+    let expected = 3 * subscriptions;
+    let started = std::time::Instant::now();
+    while arrivals_of(&arrivals).len() < expected && started.elapsed() < Duration::from_secs(300) {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+
+    let mut latencies: Vec<f64> = arrivals_of(&arrivals)
+        .iter()
+        .filter_map(|(at, payload)| {
+            let recorded = payload["data"]["event"]["recorded_at"].as_str()?;
+            let recorded: DateTime<Utc> = recorded.parse().ok()?;
+            Some((*at - recorded).num_microseconds()? as f64 / 1000.0)
+        })
+        .collect();
+    latencies.sort_by(f64::total_cmp);
+    let pct = |p: f64| latencies[((latencies.len() as f64 - 1.0) * p).round() as usize];
+    println!(
+        "{} of {expected} deliveries arrived; append → request start: p50 {:.1} ms, p90 {:.1} ms, p99 {:.1} ms, max {:.1} ms",
+        latencies.len(),
+        pct(0.5),
+        pct(0.9),
+        pct(0.99),
+        latencies.last().copied().unwrap_or(0.0)
+    );
+    let _ = stop.send(());
+    server.await??;
+    if let Some((admin, name)) = pg {
+        let mut conn = <sqlx::PgConnection as sqlx::Connection>::connect(&admin).await?;
+        sqlx::query(sqlx::AssertSqlSafe(format!(
+            "drop database if exists {name} with (force)"
+        )))
+        .execute(&mut conn)
+        .await?;
+    }
+    Ok(())
+}
