@@ -184,6 +184,69 @@ impl utoipa::Modify for CommonResponses {
     }
 }
 
+/// Documents what cardgate sends to subscribers (OpenAPI 3.1 `webhooks`): the signed POST of a
+/// [`subscriptions::WebhookPayload`], and what each answer makes of the delivery.
+struct Webhooks;
+
+impl utoipa::Modify for Webhooks {
+    fn modify(&self, doc: &mut utoipa::openapi::OpenApi) {
+        use utoipa::ToSchema;
+        use utoipa::openapi::path::{
+            HttpMethod, OperationBuilder, ParameterBuilder, ParameterIn, PathItem,
+        };
+        use utoipa::openapi::request_body::RequestBodyBuilder;
+        use utoipa::openapi::{ContentBuilder, PathsBuilder, Ref, Required, Response};
+        let header = |name: &str, description: &str| {
+            ParameterBuilder::new()
+                .name(name)
+                .parameter_in(ParameterIn::Header)
+                .required(Required::True)
+                .description(Some(description))
+                .build()
+        };
+        let operation = OperationBuilder::new()
+            .summary(Some("A trust change, POSTed to a subscription's URL"))
+            .description(Some(
+                "Standard Webhooks: verify `webhook-signature` (`v1,<base64 HMAC-SHA256 of                  \"{webhook-id}.{webhook-timestamp}.{body}\">`, keyed with the base64-decoded                  secret after `whsec_`; space-separated when a rotation overlaps) before trusting                  the body. A subscription's deliveries arrive in ledger order.",
+            ))
+            .parameter(header("webhook-id", "The delivery's id: the same on every retry"))
+            .parameter(header("webhook-timestamp", "Unix seconds of this attempt"))
+            .parameter(header("webhook-signature", "One `v1,<base64>` per signing secret"))
+            .request_body(Some(
+                RequestBodyBuilder::new()
+                    .content(
+                        "application/json",
+                        ContentBuilder::new()
+                            .schema(Some(Ref::from_schema_name("WebhookPayload")))
+                            .build(),
+                    )
+                    .required(Some(Required::True))
+                    .build(),
+            ))
+            .response("2XX", Response::new("Delivered"))
+            .response("410", Response::new("Gone: the subscription is disabled"))
+            .response(
+                "default",
+                Response::new(
+                    "Retried after 5 s, doubling to 1 h, with jitter; failed after 3 days",
+                ),
+            )
+            .build();
+        doc.webhooks = Some(
+            PathsBuilder::new()
+                .path("trustChanged", PathItem::new(HttpMethod::Post, operation))
+                .build(),
+        );
+        let components = doc.components.get_or_insert_with(Default::default);
+        let mut schemas = vec![(
+            subscriptions::WebhookPayload::name().into_owned(),
+            <subscriptions::WebhookPayload as utoipa::PartialSchema>::schema(),
+        )];
+        <subscriptions::WebhookPayload as ToSchema>::schemas(&mut schemas);
+        components.schemas.extend(schemas);
+    }
+}
+
 /// Every documented route, with its OpenAPI operation.
 fn api() -> OpenApiRouter<ApiState> {
     OpenApiRouter::with_openapi(ApiDoc::openapi())
@@ -231,6 +294,7 @@ fn documented() -> (Router<ApiState>, utoipa::openapi::OpenApi) {
     use utoipa::Modify;
     let (router, mut doc) = api().split_for_parts();
     CommonResponses.modify(&mut doc);
+    Webhooks.modify(&mut doc);
     (router, doc)
 }
 

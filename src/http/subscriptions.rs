@@ -130,6 +130,56 @@ pub struct DeliveryList {
     pub items: Vec<DeliveryView>,
 }
 
+/// The body of every webhook delivery (the OpenAPI `webhooks` section names it). The
+/// subscription's receiver checks the `webhook-signature` header before trusting it.
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct WebhookPayload {
+    /// `subject.created`, `subject.promoted`, `subject.demoted`, `subject.withdrawn`,
+    /// `card.republished`, `card.untrusted` or `probe.finished`.
+    #[serde(rename = "type")]
+    pub kind: String,
+    /// When the event was recorded (RFC 3339).
+    pub timestamp: DateTime<Utc>,
+    pub data: WebhookData,
+}
+
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct WebhookData {
+    /// The ledger event, as `GET /v1/ledger` shows it (with its seq and hash).
+    pub event: WebhookEvent,
+    /// The subject as it stands after the event.
+    pub subject: WebhookSubject,
+}
+
+/// A ledger event inside a delivery: [`EventView`](super::ledger::EventView)'s fields.
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct WebhookEvent {
+    pub seq: i64,
+    pub callee_id: Uuid,
+    pub protocol_version: String,
+    pub kind: String,
+    #[schema(value_type = Object)]
+    pub data: serde_json::Value,
+    pub actor: String,
+    pub recorded_at: DateTime<Utc>,
+    pub prev_hash: String,
+    pub hash: String,
+}
+
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct WebhookSubject {
+    /// `untrusted`, `card-trusted`, `lifecycle-trusted` or `demoted`.
+    pub gate_state: String,
+    /// Why the current card cannot be trusted, if it cannot.
+    pub card_untrusted: Option<String>,
+    /// The current card no longer offers this version.
+    pub withdrawn: bool,
+}
+
 #[derive(Debug, Deserialize, IntoParams)]
 #[into_params(parameter_in = Query)]
 #[serde(deny_unknown_fields)]

@@ -266,6 +266,13 @@ async fn deliveries_are_signed_ordered_retried_with_one_id_and_verifiable(db: Te
         .map(|b| b["data"]["event"]["seq"].as_i64().unwrap())
         .collect();
     assert_eq!(seqs, announced);
+    // Every body is exactly the documented payload (unknown fields are refused).
+    for body in &bodies {
+        let parsed: cardgate::http::subscriptions::WebhookPayload =
+            serde_json::from_value(body.clone()).unwrap_or_else(|e| panic!("{e}: {body}"));
+        assert_eq!(parsed.data.event.seq, body["data"]["event"]["seq"]);
+        assert_eq!(parsed.data.event.hash, body["data"]["event"]["hash"]);
+    }
     let demoted = bodies.last().unwrap();
     assert_eq!(demoted["type"], "subject.demoted");
     assert_eq!(demoted["data"]["subject"]["gate_state"], "demoted");
