@@ -28,8 +28,10 @@ pub struct LedgerQuery {
     pub limit: Option<u32>,
 }
 
-/// One ledger event, exactly as stored and hashed.
-#[derive(Debug, Serialize, ToSchema)]
+/// One ledger event, exactly as stored and hashed. (Deserializable too: webhook receivers and
+/// the tests read it back.)
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
 pub struct EventView {
     pub seq: i64,
     pub callee_id: Uuid,

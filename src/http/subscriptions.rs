@@ -10,6 +10,7 @@ use uuid::Uuid;
 use super::ApiState;
 use super::error::{ApiError, ErrorBody};
 use super::extract::{Json, Path, Query, page_size};
+use super::ledger::EventView;
 use crate::domain::ids::{CalleeId, DeliveryId, SubscriptionId};
 use crate::domain::webhook::{Delivery, Subscription};
 use crate::service::webhooks::{self, NewSubscription};
@@ -148,25 +149,9 @@ pub struct WebhookPayload {
 #[serde(deny_unknown_fields)]
 pub struct WebhookData {
     /// The ledger event, as `GET /v1/ledger` shows it (with its seq and hash).
-    pub event: WebhookEvent,
+    pub event: EventView,
     /// The subject as it stands after the event.
     pub subject: WebhookSubject,
-}
-
-/// A ledger event inside a delivery: [`EventView`](super::ledger::EventView)'s fields.
-#[derive(Debug, Serialize, Deserialize, ToSchema)]
-#[serde(deny_unknown_fields)]
-pub struct WebhookEvent {
-    pub seq: i64,
-    pub callee_id: Uuid,
-    pub protocol_version: String,
-    pub kind: String,
-    #[schema(value_type = Object)]
-    pub data: serde_json::Value,
-    pub actor: String,
-    pub recorded_at: DateTime<Utc>,
-    pub prev_hash: String,
-    pub hash: String,
 }
 
 #[derive(Debug, Serialize, Deserialize, ToSchema)]
