@@ -18,10 +18,7 @@ cargo build --quiet --release --bin cardgate --example fake-agent
 BIN=$CARGO_TARGET_DIR/release
 PYTHON=${CARDGATE_TEST_PYTHON:-tests/agents/python/.venv/bin/python}
 
-pids=()
-cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; }
-trap cleanup EXIT
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+. bench/lib.sh
 
 # Starts an agent that prints `READY <origin>`; sets $ORIGIN.
 start_ready() {

@@ -21,11 +21,7 @@ export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-target}
 cargo build --quiet --release --bin cardgate --example fake-agent
 BIN=$CARGO_TARGET_DIR/release
 
-pids=()
-cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; }
-trap cleanup EXIT
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
-wait_ready() { for _ in $(seq 1 600); do curl -fsS "$1" >/dev/null 2>&1 && return 0; sleep 0.1; done; echo "not ready: $1" >&2; return 1; }
+. bench/lib.sh
 
 PG_DB=cardgate_rmbench_$$
 psql "$PG_ADMIN" -qc "create database $PG_DB" >/dev/null
@@ -51,13 +47,7 @@ rss_kib() { awk '/VmRSS/ {print $2}' "/proc/$SERVER/status"; }
 
 start first.log
 url="http://127.0.0.1:$PORT"
-callee=$(curl -fsS -H "Authorization: Bearer $TOKEN" -H 'content-type: application/json' \
-  -d "{\"card_url\":\"http://127.0.0.1:$AGENT_PORT\"}" "$url/v1/callees" | python3 -c 'import sys,json; print(json.load(sys.stdin)["id"])')
-for _ in $(seq 1 100); do
-  gate=$(curl -fsS -H "Authorization: Bearer $TOKEN" "$url/v1/callees/$callee" | python3 -c 'import sys,json; print(json.load(sys.stdin)["subjects"][0]["gate_state"])')
-  [ "$gate" = lifecycle-trusted ] && break; sleep 0.2
-done
-echo "template subject: $gate"
+callee=$(register_promoted "$url" "$TOKEN" "http://127.0.0.1:$AGENT_PORT")
 stop
 
 start one.log

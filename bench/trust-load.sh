@@ -22,11 +22,7 @@ export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-target}
 cargo build --quiet --release --bin cardgate --example fake-agent --example bench-ceiling
 BIN=$CARGO_TARGET_DIR/release
 
-pids=()
-cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; }
-trap cleanup EXIT
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
-wait_ready() { for _ in $(seq 1 100); do curl -fsS "$1" >/dev/null 2>&1 && return 0; sleep 0.1; done; echo "not ready: $1" >&2; return 1; }
+. bench/lib.sh
 
 AGENT_PORT=$(free_port)
 "$BIN/examples/fake-agent" --listen "127.0.0.1:$AGENT_PORT" > "$WORK/agent.log" 2>&1 &
@@ -62,14 +58,7 @@ bench_backend() { # name database_url
   pids+=($!)
   wait_ready "http://127.0.0.1:$port/readyz"
   url="http://127.0.0.1:$port"
-  callee=$(curl -fsS -H "Authorization: Bearer $TOKEN" -H 'content-type: application/json' \
-    -d "{\"card_url\":\"http://127.0.0.1:$AGENT_PORT\"}" "$url/v1/callees" | python3 -c 'import sys,json; print(json.load(sys.stdin)["id"])')
-  # Registration queued the probe; wait until the subject is promoted.
-  for _ in $(seq 1 100); do
-    gate=$(curl -fsS -H "Authorization: Bearer $TOKEN" "$url/v1/callees/$callee" | python3 -c 'import sys,json; print(json.load(sys.stdin)["subjects"][0]["gate_state"])')
-    [ "$gate" = lifecycle-trusted ] && break; sleep 0.2
-  done
-  echo "subject: $gate"
+  callee=$(register_promoted "$url" "$TOKEN" "http://127.0.0.1:$AGENT_PORT")
   # Callers ask with a reader key, as they would in production: one key lookup per request.
   reader=$(curl -fsS -H "Authorization: Bearer $TOKEN" -H 'content-type: application/json' \
     -d '{"name":"bench","role":"reader"}' "$url/v1/keys" | python3 -c 'import sys,json; print(json.load(sys.stdin)["key"])')

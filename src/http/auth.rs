@@ -19,7 +19,7 @@ use subtle::ConstantTimeEq;
 
 use super::error::ApiError;
 use crate::domain::apikey::{self, Role};
-use crate::service::{Services, keys};
+use crate::service::Services;
 
 /// The scheme name used in the OpenAPI document.
 pub const BEARER: &str = "bearer";
@@ -378,7 +378,7 @@ async fn authenticate(
         }
     }
     before_lookup()?;
-    let key = keys::live_by_hash(&guard.services.view, &presented).ok_or_else(|| {
+    let key = guard.services.view.live_key(&presented).ok_or_else(|| {
         ApiError::Unauthorized("the API key is not valid (unknown or revoked)".into())
     })?;
     // The lookup was by hash; compare again in constant time anyway.

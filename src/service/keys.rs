@@ -1,7 +1,5 @@
 //! API key management.
 
-use std::sync::Arc;
-
 use super::readmodel::ReadModel;
 use super::{Missing, ServiceError};
 use crate::domain::apikey::{self, ApiKey, Role, Secret};
@@ -53,9 +51,4 @@ pub async fn revoke(
 /// Every key, newest first (never their secrets: only hashes are stored).
 pub async fn list(store: &Store) -> Result<Vec<ApiKey>, ServiceError> {
     Ok(store.keys().await?)
-}
-
-/// The live (unrevoked) key whose secret hashes to `key_hash`, if any: from memory.
-pub fn live_by_hash(view: &ReadModel, key_hash: &str) -> Option<Arc<ApiKey>> {
-    view.live_key(key_hash)
 }

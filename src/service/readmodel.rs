@@ -185,15 +185,10 @@ impl ReadModel {
     /// this process, and on each signal of the change feed. A failure (the database went away)
     /// is logged: the write it follows has committed, and the next signal catches up.
     pub async fn sync(&self) {
-        if let Err(e) = self.try_sync().await {
+        let _one_at_a_time = self.inner.syncing.lock().await;
+        if let Err(e) = self.apply_changes().await {
             tracing::warn!(error = %e, "the read model could not catch up; it will on the next change");
         }
-    }
-
-    /// [`sync`](Self::sync), with its failure.
-    pub async fn try_sync(&self) -> Result<(), StoreError> {
-        let _one_at_a_time = self.inner.syncing.lock().await;
-        self.apply_changes().await
     }
 
     /// Applies change rows in order until none is left. Holds `syncing`.

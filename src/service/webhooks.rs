@@ -246,14 +246,14 @@ async fn outcome(
     delivery: &Delivery,
     subscription: &Subscription,
     attempt: Attempt,
-) -> Result<AttemptRecord<'static>, ServiceError> {
+) -> Result<AttemptRecord, ServiceError> {
     let now = services.now();
     let policy = &services.webhooks.retry;
-    let record = match &attempt {
+    let record = match attempt {
         Attempt::Delivered { status } => AttemptRecord {
             status: DeliveryStatus::Delivered,
             next_attempt_at: now,
-            status_code: Some(i32::from(*status)),
+            status_code: Some(i32::from(status)),
             error: None,
             finished_at: Some(now),
         },
@@ -264,7 +264,7 @@ async fn outcome(
                 status: DeliveryStatus::Failed,
                 next_attempt_at: now,
                 status_code: Some(410),
-                error: Some("410 Gone: the subscription is disabled".into()),
+                error: Some("410 Gone: the subscription is disabled".to_string()),
                 finished_at: Some(now),
             }
         }
@@ -283,7 +283,7 @@ async fn outcome(
                 },
                 next_attempt_at: next,
                 status_code: status.map(i32::from),
-                error: Some(error.clone().into()),
+                error: Some(error),
                 finished_at: give_up.then_some(now),
             }
         }

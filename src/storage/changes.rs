@@ -8,7 +8,6 @@
 
 use std::time::Duration;
 
-use chrono::{DateTime, Utc};
 use sqlx::postgres::PgListener;
 use uuid::Uuid;
 
@@ -143,7 +142,6 @@ impl Store {
 
     /// Deletes up to `limit` changes recorded before `before`; returns how many.
     pub async fn prune_changes(&self, before: Timestamp, limit: u32) -> Result<u64, StoreError> {
-        let before: DateTime<Utc> = before;
         let deleted = dispatch!(self, |pool| {
             sqlx::query(
                 "delete from changes where seq in \

@@ -205,11 +205,11 @@ macro_rules! due_deliveries {
 }
 
 /// How an attempt ended, as stored.
-pub struct AttemptRecord<'a> {
+pub struct AttemptRecord {
     pub status: DeliveryStatus,
     pub next_attempt_at: Timestamp,
     pub status_code: Option<i32>,
-    pub error: Option<std::borrow::Cow<'a, str>>,
+    pub error: Option<String>,
     pub finished_at: Option<Timestamp>,
 }
 
@@ -437,7 +437,7 @@ impl Store {
     pub async fn finish_attempts(
         &self,
         owner: &str,
-        attempts: &[(DeliveryId, AttemptRecord<'_>)],
+        attempts: &[(DeliveryId, AttemptRecord)],
     ) -> Result<(), StoreError> {
         if attempts.is_empty() {
             return Ok(());

@@ -69,7 +69,8 @@ pub(crate) async fn spawn_replica(database_url: &str, public_url: &str, log: &st
     panic!("a replica did not become ready (log: {log})");
 }
 
-async fn get(url: String) -> Value {
+/// GETs `url` from a replica as the admin; the JSON answer.
+pub(crate) async fn get(url: String) -> Value {
     crate::support::client_with(crate::support::ADMIN_TOKEN)
         .get(url)
         .send()
@@ -78,6 +79,22 @@ async fn get(url: String) -> Value {
         .json()
         .await
         .unwrap()
+}
+
+/// POSTs `body` to `path` on a replica as the admin, expecting success; the JSON answer.
+pub(crate) async fn admin_post(base: &str, path: &str, body: Value) -> Value {
+    let response = crate::support::client_with(crate::support::ADMIN_TOKEN)
+        .post(format!("{base}{path}"))
+        .json(&body)
+        .send()
+        .await
+        .unwrap();
+    assert!(
+        response.status().is_success(),
+        "{path}: {}",
+        response.status()
+    );
+    response.json().await.unwrap()
 }
 
 /// Gate state per (callee, version) as one replica reports it.
@@ -326,15 +343,7 @@ async fn replicas_reflect_each_others_writes_within_a_second() {
     let client = crate::support::client_with(admin);
 
     // Registered through A (which queues the probe); B's memory follows to the promotion.
-    let created: Value = client
-        .post(format!("{}/v1/callees", a.base))
-        .json(&json!({"card_url": agent.origin()}))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let created = admin_post(&a.base, "/v1/callees", json!({"card_url": agent.origin()})).await;
     let callee = created["id"].as_str().unwrap().to_string();
     let promoted = time_until(Duration::from_secs(30), || async {
         gate_on(&b.base, admin, &callee).await.1 == "lifecycle-trusted"
@@ -365,15 +374,12 @@ async fn replicas_reflect_each_others_writes_within_a_second() {
 
     // A key created through A works on B within a second; revoked through A, it fails there
     // within a second.
-    let key: Value = client
-        .post(format!("{}/v1/keys", a.base))
-        .json(&json!({"name": "replicated", "role": "reader"}))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let key = admin_post(
+        &a.base,
+        "/v1/keys",
+        json!({"name": "replicated", "role": "reader"}),
+    )
+    .await;
     let secret = key["key"].as_str().unwrap().to_string();
     let works = time_until(Duration::from_secs(1), || async {
         gate_on(&b.base, &secret, &callee).await.0 == 200
@@ -415,15 +421,12 @@ async fn replicas_reflect_each_others_writes_within_a_second() {
         killed >= 2,
         "expected both replicas' listeners, killed {killed}"
     );
-    let key: Value = client
-        .post(format!("{}/v1/keys", a.base))
-        .json(&json!({"name": "after-the-kill", "role": "reader"}))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let key = admin_post(
+        &a.base,
+        "/v1/keys",
+        json!({"name": "after-the-kill", "role": "reader"}),
+    )
+    .await;
     let secret = key["key"].as_str().unwrap().to_string();
     let recovered = time_until(Duration::from_secs(5), || async {
         gate_on(&b.base, &secret, &callee).await.0 == 200

@@ -16,6 +16,7 @@ use cardgate::fake_agent::{Behaviour, FakeAgent, FakeAgentConfig};
 use serde_json::{Value, json};
 
 use crate::probes::{probe, register};
+use crate::replicas::{admin_post, get};
 use crate::support::{TestDb, TestServer, error_code, on_both_backends, repo_path, test_settings};
 
 on_both_backends!(
@@ -418,22 +419,6 @@ fn database_url(db: &TestDb) -> String {
     }
 }
 
-/// Posts `body` to `path` on a separate process, as the admin.
-async fn admin_post(base: &str, path: &str, body: Value) -> Value {
-    let response = crate::support::client_with(crate::support::ADMIN_TOKEN)
-        .post(format!("{base}{path}"))
-        .json(&body)
-        .send()
-        .await
-        .unwrap();
-    assert!(
-        response.status().is_success(),
-        "{path}: {}",
-        response.status()
-    );
-    response.json().await.unwrap()
-}
-
 async fn a_delivery_cut_off_by_kill_9_is_made_after_the_restart(db: TestDb) {
     let agent = FakeAgent::start(FakeAgentConfig::default(), Behaviour::Conformant)
         .await
@@ -478,18 +463,8 @@ async fn a_delivery_cut_off_by_kill_9_is_made_after_the_restart(db: TestDb) {
     assert!(delivered, "the delivery was lost with the process");
     let body: Value = serde_json::from_str(&receiver.received()[0].body).unwrap();
     assert_eq!(body["type"], "subject.created");
-    let items: Vec<Value> = crate::support::client_with(crate::support::ADMIN_TOKEN)
-        .get(format!("{}/v1/subscriptions/{id}/deliveries", second.base))
-        .send()
-        .await
-        .unwrap()
-        .json::<Value>()
-        .await
-        .unwrap()["items"]
-        .as_array()
-        .unwrap()
-        .clone();
-    assert_eq!(items.len(), 1);
+    let page = get(format!("{}/v1/subscriptions/{id}/deliveries", second.base)).await;
+    assert_eq!(page["items"].as_array().unwrap().len(), 1);
     drop(second);
 }
 
@@ -527,7 +502,6 @@ async fn two_replicas_deliver_each_event_once_per_subscription() {
         admin_post(base, "/v1/callees", json!({"card_url": agent.origin()})).await;
     }
     // Registration queued each probe; wait until every delivery of both is made.
-    let client = crate::support::client_with(crate::support::ADMIN_TOKEN);
     let settled = |items: &[Value]| {
         items
             .iter()
@@ -539,17 +513,11 @@ async fn two_replicas_deliver_each_event_once_per_subscription() {
     for id in &subscriptions {
         let mut done = false;
         for _ in 0..600 {
-            let page: Value = client
-                .get(format!(
-                    "{}/v1/subscriptions/{id}/deliveries?limit=200",
-                    b.base
-                ))
-                .send()
-                .await
-                .unwrap()
-                .json()
-                .await
-                .unwrap();
+            let page = get(format!(
+                "{}/v1/subscriptions/{id}/deliveries?limit=200",
+                b.base
+            ))
+            .await;
             if settled(page["items"].as_array().unwrap()) {
                 done = true;
                 break;
