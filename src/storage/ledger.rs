@@ -9,6 +9,7 @@ use uuid::Uuid;
 
 use super::callees::{SubjectRow, subject_columns};
 use super::changes::{Changed, RecordChange};
+use super::merkle::GrowTree;
 use super::webhooks::QueueDeliveries;
 use super::{BeginWrite, Store, StoreError, dispatch};
 use crate::domain::gate::Subject;
@@ -114,6 +115,10 @@ macro_rules! impl_append_events {
                     prev_hash = record.hash.clone();
                     appended.push((record, subject));
                 }
+                // The Merkle tree grows in the same transaction: a checkpoint never names a leaf
+                // that could still roll back.
+                let records: Vec<EventRecord> = appended.iter().map(|(r, _)| r.clone()).collect();
+                self.grow_tree(&records).await?;
                 // The outbox: what subscribers are told commits with what happened, or not at all.
                 self.queue_deliveries(&appended, now).await?;
                 Ok(appended)

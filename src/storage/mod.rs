@@ -21,12 +21,14 @@ mod changes;
 mod jobs;
 mod keys;
 mod ledger;
+mod merkle;
 mod probes;
 mod reports;
 mod snapshots;
 mod webhooks;
 
 pub use changes::{Change, ChangeSignal, Changed, FeedHead};
+pub use merkle::CheckpointRecord;
 pub use probes::FinishedRun;
 pub use snapshots::RefreshRecord;
 pub use webhooks::AttemptRecord;
