@@ -20,6 +20,7 @@ use crate::service::callees::CardPolicy;
 use crate::service::discovery::{Discovery, DiscoverySettings};
 use crate::service::probe::ProbeSettings;
 use crate::service::readmodel::ReadModel;
+use crate::service::transparency::{Transparency, TransparencySettings};
 use crate::service::webhooks::WebhookSettings;
 use crate::storage::{DatabaseTarget, PoolSettings, Store};
 
@@ -38,6 +39,7 @@ pub struct Settings {
     pub schedule: ScheduleSettings,
     pub cards: CardPolicy,
     pub webhooks: WebhookSettings,
+    pub transparency: TransparencySettings,
 }
 
 impl Settings {
@@ -45,7 +47,7 @@ impl Settings {
     pub fn new(database: DatabaseTarget) -> Self {
         Self {
             listen: SocketAddr::from(([127, 0, 0, 1], 8080)),
-            database,
+            database: database.clone(),
             pool: PoolSettings::default(),
             http: HttpLimits::default(),
             auth: http::auth::AuthSettings::default(),
@@ -56,6 +58,10 @@ impl Settings {
             schedule: ScheduleSettings::default(),
             cards: CardPolicy::default(),
             webhooks: WebhookSettings::default(),
+            transparency: TransparencySettings {
+                signing_key_file: TransparencySettings::default_key_file(&database),
+                origin: TransparencySettings::default_origin(None),
+            },
         }
     }
 }
@@ -74,6 +80,20 @@ impl App {
             .await
             .with_context(|| format!("connecting to {:?}", settings.database))?;
         store.migrate().await.context("applying migrations")?;
+        // A database from before the Merkle tree (or restored without it) grows it now, not
+        // on the first append.
+        match store.catch_up_tree().await {
+            Ok(0) => {}
+            Ok(grown) => tracing::info!(leaves = grown, "added the ledger's missing Merkle leaves"),
+            // A tree that disagrees with the ledger is evidence, not a reason to stop answering:
+            // decisions still serve, appends refuse, and /v1/ledger/verify says what is wrong.
+            Err(crate::storage::StoreError::Corrupt(what)) => {
+                tracing::error!(%what, "the ledger's Merkle tree disagrees with the ledger; see GET /v1/ledger/verify");
+            }
+            Err(e) => return Err(e).context("building the ledger's Merkle tree"),
+        }
+        let transparency =
+            Transparency::load(&settings.transparency).context("loading the signing key")?;
         let outbound =
             Outbound::new(settings.outbound.clone()).context("building the HTTP client")?;
         let discovery = Discovery::new(outbound.clone(), settings.discovery.clone());
@@ -100,6 +120,7 @@ impl App {
             wake: Arc::new(tokio::sync::Notify::new()),
             view,
             webhooks: settings.webhooks.clone(),
+            transparency,
         };
         // Work cut short by a crash or shutdown: probes are aborted (they never promote) and
         // their jobs become claimable again. An SQLite file has one process by design, so

@@ -17,6 +17,7 @@ use crate::runtime::worker::WorkerSettings;
 use crate::service::callees::CardPolicy;
 use crate::service::discovery::DiscoverySettings;
 use crate::service::probe::ProbeSettings;
+use crate::service::transparency::TransparencySettings;
 use crate::storage::{DatabaseTarget, PoolSettings};
 use anyhow::Context;
 
@@ -73,6 +74,25 @@ pub struct ServeArgs {
 
     #[command(flatten)]
     pub access: AccessArgs,
+
+    #[command(flatten)]
+    pub ledger: LedgerArgs,
+}
+
+/// The verifiable ledger: the key that signs checkpoints and receipts, and the log's name.
+#[derive(Debug, Clone, Args)]
+pub struct LedgerArgs {
+    /// Ed25519 key (PEM) signing checkpoints and decision receipts, created on first start.
+    /// Unset: `signing-key.pem` beside the SQLite file, or `./data/signing-key.pem` with
+    /// Postgres. Every replica of one registry must use the same file.
+    #[arg(long, env = "CARDGATE_SIGNING_KEY_FILE")]
+    pub signing_key_file: Option<std::path::PathBuf>,
+
+    /// The checkpoint origin, a schema-less URL naming this registry's log (also the signed
+    /// note's key name). Unset: the host and path of CARDGATE_PUBLIC_URL plus `/ledger`, or
+    /// `cardgate.localhost/ledger`.
+    #[arg(long, env = "CARDGATE_LEDGER_ORIGIN")]
+    pub ledger_origin: Option<String>,
 }
 
 /// Access control.
@@ -250,6 +270,24 @@ impl ServeArgs {
             cards: self.schedule.card_policy(),
             // Not configurable yet: the Standard Webhooks defaults (5 s doubling to 1 h, 3 days).
             webhooks: crate::service::webhooks::WebhookSettings::default(),
+            transparency: self.transparency()?,
+        })
+    }
+
+    fn transparency(&self) -> anyhow::Result<TransparencySettings> {
+        let database = self.database.target()?;
+        let origin = match &self.ledger.ledger_origin {
+            Some(origin) => origin.trim().to_string(),
+            None => TransparencySettings::default_origin(self.probe.public_url.as_ref()),
+        };
+        crate::domain::checkpoint::check_origin(&origin).context("CARDGATE_LEDGER_ORIGIN")?;
+        Ok(TransparencySettings {
+            signing_key_file: self
+                .ledger
+                .signing_key_file
+                .clone()
+                .unwrap_or_else(|| TransparencySettings::default_key_file(&database)),
+            origin,
         })
     }
 }
@@ -268,6 +306,11 @@ pub struct ScheduleArgs {
     /// When to re-probe demoted and stale subjects: a 6-field cron expression, seconds first.
     #[arg(long, env = "CARDGATE_REPROBE_SCHEDULE", default_value_t = ScheduleSettings::default().reprobe)]
     pub reprobe_schedule: String,
+
+    /// When to record a signed checkpoint of the ledger (if it grew): a 6-field cron
+    /// expression, seconds first.
+    #[arg(long, env = "CARDGATE_CHECKPOINT_SCHEDULE", default_value_t = ScheduleSettings::default().checkpoint)]
+    pub checkpoint_schedule: String,
 
     /// A subject whose newest probe is older than this many seconds is re-probed.
     #[arg(long, env = "CARDGATE_PROBE_STALE_AFTER_SECS", default_value_t = ScheduleSettings::default().stale_after.as_secs())]
@@ -299,9 +342,11 @@ impl ScheduleArgs {
     pub fn settings(&self) -> anyhow::Result<ScheduleSettings> {
         schedule::validate(&self.refresh_schedule).context("CARDGATE_REFRESH_SCHEDULE")?;
         schedule::validate(&self.reprobe_schedule).context("CARDGATE_REPROBE_SCHEDULE")?;
+        schedule::validate(&self.checkpoint_schedule).context("CARDGATE_CHECKPOINT_SCHEDULE")?;
         Ok(ScheduleSettings {
             refresh: self.refresh_schedule.clone(),
             reprobe: self.reprobe_schedule.clone(),
+            checkpoint: self.checkpoint_schedule.clone(),
             stale_after: Duration::from_secs(self.probe_stale_after_secs),
             job_retention: Duration::from_secs(self.job_retention_secs),
             ..ScheduleSettings::default()

@@ -44,6 +44,9 @@ async fn run(command: Command) -> anyhow::Result<ExitCode> {
         }
         Command::Probe(args) => return Ok(cardgate::cli::probe::run(args).await),
         Command::Keys(args) => cardgate::cli::keys::run(args).await?,
+        Command::Verify(args) => return Ok(cardgate::cli::verify::verify_receipt(args)),
+        Command::VerifyLedger(args) => return Ok(cardgate::cli::verify::verify_ledger(args).await),
+        Command::SigningKey(args) => cardgate::cli::verify::signing_key(args)?,
         Command::Openapi => {
             println!(
                 "{}",

@@ -1,8 +1,9 @@
 //! The command line: the `cardgate` parser and its subcommands. `serve` and `migrate` take
-//! their flag groups from [`crate::config`]; `probe` and `keys` run without the service.
+//! their flag groups from [`crate::config`]; the others run without the service.
 
 pub mod keys;
 pub mod probe;
+pub mod verify;
 
 use clap::{Parser, Subcommand};
 
@@ -40,6 +41,14 @@ pub enum Command {
     Probe(probe::ProbeArgs),
     /// Manage API keys in the database (create the first admin key here).
     Keys(keys::KeysArgs),
+    /// Verify a kept decision receipt offline, and with `--proof` that its evidence is in its
+    /// checkpoint. Exit code 0: verified; 1: not; 2: usage or input error.
+    Verify(verify::VerifyArgs),
+    /// Verify offline that a later checkpoint extends an earlier one (nothing in the ledger
+    /// was removed or rewritten between them). Exit code 0: consistent; 1: not; 2: error.
+    VerifyLedger(verify::VerifyLedgerArgs),
+    /// Show or rotate the key that signs checkpoints and receipts.
+    SigningKey(verify::SigningKeyArgs),
 }
 
 #[cfg(test)]

@@ -112,8 +112,9 @@ pub struct Plan {
 impl Plan {
     /// The root of the tree of `size` leaves.
     pub fn root(size: u64) -> Self {
+        // One range: the whole tree (not the leaves 0 to size).
         Self {
-            ranges: vec![0..size],
+            ranges: std::iter::once(0..size).collect(),
         }
     }
 

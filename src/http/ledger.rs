@@ -1,6 +1,7 @@
 //! `/v1/ledger`: reading and verifying the append-only ledger.
 
 use axum::extract::State;
+use base64::Engine;
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
@@ -76,12 +77,32 @@ pub struct LedgerPage {
 
 #[derive(Debug, Serialize, ToSchema)]
 pub struct VerifyView {
-    /// True when every link from the first event to the newest verified.
+    /// True when every link from the first event to the newest verified, and the Merkle
+    /// tree, every recorded checkpoint and every subject's head agree with the chain.
     pub ok: bool,
     pub checked: u64,
     pub head_seq: i64,
     pub head_hash: String,
     pub first_broken: Option<BrokenLinkView>,
+    pub merkle: MerkleCheckView,
+    /// Recorded checkpoints whose root was recomputed from the chain.
+    pub checkpoints_checked: u64,
+    /// Subjects whose stored newest event was compared with the chain.
+    pub subjects_checked: u64,
+    /// Every disagreement beyond the chain's own links, in words.
+    pub problems: Vec<String>,
+}
+
+/// The Merkle tree recomputed from the verified chain.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct MerkleCheckView {
+    pub tree_size: u64,
+    /// Base64.
+    pub root_hash: String,
+    /// Leaves in the stored tree.
+    pub stored_tree_size: u64,
+    /// The stored tree's root equals the recomputed one.
+    pub matches: bool,
 }
 
 #[derive(Debug, Serialize, ToSchema)]
@@ -101,6 +122,15 @@ impl From<VerifyReport> for VerifyView {
                 seq: b.seq,
                 reason: b.reason,
             }),
+            merkle: MerkleCheckView {
+                tree_size: r.merkle.tree_size,
+                root_hash: base64::engine::general_purpose::STANDARD.encode(r.merkle.root_hash),
+                stored_tree_size: r.merkle.stored_tree_size,
+                matches: r.merkle.matches,
+            },
+            checkpoints_checked: r.checkpoints_checked,
+            subjects_checked: r.subjects_checked,
+            problems: r.problems,
         }
     }
 }
@@ -136,7 +166,8 @@ pub async fn list_ledger(
     }))
 }
 
-/// Walk the whole hash chain and report the first broken link, if any.
+/// Walk the whole hash chain and report the first broken link, if any; check the Merkle tree,
+/// every recorded checkpoint and every subject's head against it.
 #[utoipa::path(get, path = "/v1/ledger/verify", tag = "ledger",
     security(("bearer" = ["reader"])),
     responses(

@@ -37,6 +37,7 @@ pub mod probes;
 pub mod reports;
 pub mod status;
 pub mod subscriptions;
+pub mod transparency;
 pub mod trust;
 pub mod views;
 
@@ -74,7 +75,8 @@ pub struct ApiState {
         (name = "probes", description = "Probe runs: real tasks driven through the lifecycle"),
         (name = "reports", description = "Callers' violation reports"),
         (name = "operations", description = "The work queue and the scheduler"),
-        (name = "ledger", description = "The append-only, hash-chained ledger"),
+        (name = "ledger", description = "The append-only, hash-chained ledger, its Merkle tree \
+            (RFC 9162), signed checkpoints and proofs"),
         (name = "keys", description = "API keys (admin)"),
         (name = "subscriptions", description = "Webhooks: signed deliveries of trust changes (admin)"),
         (name = "health", description = "Liveness and readiness"),
@@ -265,6 +267,11 @@ fn api() -> OpenApiRouter<ApiState> {
         .routes(routes!(trust::get_trust))
         .routes(routes!(ledger::list_ledger))
         .routes(routes!(ledger::verify_ledger))
+        .routes(routes!(transparency::get_checkpoint))
+        .routes(routes!(transparency::list_checkpoints))
+        .routes(routes!(transparency::get_inclusion_proof))
+        .routes(routes!(transparency::get_consistency_proof))
+        .routes(routes!(transparency::jwks))
         .routes(routes!(events::stream_events))
         .routes(routes!(
             subscriptions::create_subscription,

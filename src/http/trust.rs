@@ -45,6 +45,10 @@ pub struct TrustQuery {
     /// yet is 409.
     #[param(pattern = "^[0-9]{1,18}$")]
     pub min_seq: Option<String>,
+    /// `true`: add a `receipt`, the decision signed with the checkpoint that contains its
+    /// evidence, to keep and verify offline (`cardgate verify`).
+    #[param(pattern = "^(true|false)$")]
+    pub receipt: Option<String>,
 }
 
 /// A parsed question.
@@ -52,6 +56,7 @@ struct Question {
     callee_id: CalleeId,
     posture: Posture,
     min_seq: Option<i64>,
+    receipt: bool,
 }
 
 #[derive(Debug, Serialize, ToSchema)]
@@ -67,6 +72,12 @@ pub struct DecisionView {
     pub gate_state: Option<GateStateView>,
     pub conditions: Vec<ConditionView>,
     pub evidence: EvidenceView,
+    /// With `receipt=true`: a compact JWS (EdDSA, `typ` `cardgate-receipt+jws`, `kid` from
+    /// `/.well-known/jwks.json`) whose payload is `{"decision", "issued_at", "checkpoint":
+    /// {"origin", "tree_size", "root_hash"}}`: this answer without `receipt`, when it was
+    /// given, and the tree that contains `evidence.ledger_seq`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub receipt: Option<String>,
 }
 
 #[derive(Debug, Clone, Copy, Serialize, ToSchema)]
@@ -147,6 +158,15 @@ fn parse(q: TrustQuery) -> Result<Question, ApiError> {
             })
         })
         .transpose()?;
+    let receipt = match q.receipt.as_deref() {
+        None | Some("false") => false,
+        Some("true") => true,
+        Some(other) => {
+            return Err(ApiError::invalid(format!(
+                "receipt must be `true` or `false`, not `{other}`"
+            )));
+        }
+    };
     Ok(Question {
         callee_id,
         posture: Posture {
@@ -155,6 +175,7 @@ fn parse(q: TrustQuery) -> Result<Question, ApiError> {
             requires,
         },
         min_seq,
+        receipt,
     })
 }
 
@@ -188,6 +209,7 @@ fn view(callee_id: CalleeId, posture: &Posture, d: Decision) -> DecisionView {
             ledger_seq: d.evidence.ledger_seq,
             ledger_hash: d.evidence.ledger_hash,
         },
+        receipt: None,
     }
 }
 
@@ -230,7 +252,18 @@ pub async fn get_trust(
         callee_id,
         posture,
         min_seq,
+        receipt,
     } = parse(q)?;
-    let decision = trust::decide(&app.services.view, callee_id, &posture, min_seq).await?;
-    conditional::respond(&headers, &view(callee_id, &posture, decision))
+    let services = &app.services;
+    let decision = trust::decide(&services.view, callee_id, &posture, min_seq).await?;
+    let mut answer = view(callee_id, &posture, decision);
+    if receipt {
+        let signed = serde_json::to_value(&answer).map_err(|e| ApiError::Internal(e.into()))?;
+        let jws = services
+            .transparency
+            .receipt(&services.store, &services.view, signed, services.now())
+            .await?;
+        answer.receipt = Some(jws);
+    }
+    conditional::respond(&headers, &answer)
 }

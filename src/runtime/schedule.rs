@@ -21,6 +21,9 @@ pub struct ScheduleSettings {
     pub refresh: String,
     /// Re-probe sweep of demoted and stale subjects (`CARDGATE_REPROBE_SCHEDULE`, default daily).
     pub reprobe: String,
+    /// Recording a signed checkpoint of the ledger, if it grew (`CARDGATE_CHECKPOINT_SCHEDULE`,
+    /// default every minute).
+    pub checkpoint: String,
     /// A subject whose newest probe started longer ago than this is re-probed.
     pub stale_after: Duration,
     /// Most refresh jobs one sweep enqueues.
@@ -34,6 +37,7 @@ impl Default for ScheduleSettings {
         Self {
             refresh: "0 */5 * * * *".into(),
             reprobe: "0 0 3 * * *".into(),
+            checkpoint: "0 * * * * *".into(),
             stale_after: Duration::from_secs(7 * 24 * 3600),
             sweep_limit: 50_000,
             job_retention: Duration::from_secs(24 * 3600),
@@ -182,6 +186,15 @@ pub async fn reprobe_sweep(
     Ok(enqueued)
 }
 
+/// Records a signed checkpoint of the ledger if it grew since the last one. With several
+/// replicas each may try; the first recording of a size wins, the rest are no-ops.
+pub async fn checkpoint_tick(services: &Services) -> Result<Option<u64>, ServiceError> {
+    services
+        .transparency
+        .record(&services.store, services.now())
+        .await
+}
+
 /// Starts the cron scheduler. Each tick's outcome is kept in `ticks` and logged.
 pub async fn start(
     services: Services,
@@ -230,6 +243,20 @@ pub async fn start(
         .with_context(|| format!("{name} schedule `{expression}` (6 fields, seconds first)"))?;
         scheduler.add(job).await.context("adding a scheduled job")?;
     }
+    let checkpoints = services.clone();
+    let expression = settings.checkpoint.clone();
+    let job = CronJob::new_async(expression.as_str(), move |_id, _scheduler| {
+        let services = checkpoints.clone();
+        Box::pin(async move {
+            match checkpoint_tick(&services).await {
+                Ok(Some(size)) => tracing::debug!(tree_size = size, "recorded a checkpoint"),
+                Ok(None) => {}
+                Err(e) => tracing::error!(error = %e, "recording a checkpoint failed"),
+            }
+        })
+    })
+    .with_context(|| format!("checkpoint schedule `{expression}` (6 fields, seconds first)"))?;
+    scheduler.add(job).await.context("adding a scheduled job")?;
     scheduler.start().await.context("starting the scheduler")?;
     Ok(scheduler)
 }

@@ -1,16 +1,20 @@
 //! Reading and verifying the ledger.
 
+use std::collections::HashMap;
+
 use serde::Serialize;
 
 use super::ServiceError;
 use crate::domain::ids::CalleeId;
 use crate::domain::ledger::EventRecord;
 use crate::domain::ledger::{BrokenLink, ChainVerifier};
-use crate::storage::Store;
+use crate::domain::merkle::{self, Frontier, Hash, Plan};
+use crate::storage::{CheckpointRecord, Store};
 
 /// The outcome of walking the whole chain.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct VerifyReport {
+    /// The chain verified, and so did everything below.
     pub ok: bool,
     /// Events whose links verified, from seq 1.
     pub checked: u64,
@@ -18,14 +22,38 @@ pub struct VerifyReport {
     pub head_seq: i64,
     pub head_hash: String,
     pub first_broken: Option<BrokenLink>,
+    /// The Merkle tree recomputed from the chain against the stored tree.
+    pub merkle: MerkleCheck,
+    /// Recorded checkpoints whose root was recomputed from the chain.
+    pub checkpoints_checked: u64,
+    /// Subjects whose stored head (`last_seq`, `last_hash`) was compared with the chain.
+    pub subjects_checked: u64,
+    /// Every disagreement found beyond the chain itself, in words.
+    pub problems: Vec<String>,
 }
 
-/// Rows read per round trip while verifying: memory stays bounded however long the ledger is.
+/// The tree recomputed from the verified events, and whether the stored tree agrees.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct MerkleCheck {
+    pub tree_size: u64,
+    pub root_hash: Hash,
+    pub stored_tree_size: u64,
+    pub matches: bool,
+}
+
+/// Rows read per round trip while verifying: memory stays bounded however long the ledger is
+/// (but for one head per subject).
 const VERIFY_PAGE: u32 = 1000;
 
-/// Walks the chain from the first event and reports the first broken link, if any.
+/// Walks the chain from the first event and reports the first broken link, if any; rebuilds
+/// the Merkle tree as it goes and compares it with the stored tree and every recorded
+/// checkpoint; then compares each subject's stored head with its newest event.
 pub async fn verify(store: &Store) -> Result<VerifyReport, ServiceError> {
     let mut verifier = ChainVerifier::default();
+    let mut frontier = Frontier::default();
+    let mut heads: HashMap<(CalleeId, String), (i64, String)> = HashMap::new();
+    let mut problems = Vec::new();
+    let mut checkpoints = Checkpoints::new(store);
     let mut after = 0;
     let first_broken = 'walk: loop {
         let page = store.ledger(None, after, VERIFY_PAGE).await?;
@@ -35,16 +63,159 @@ pub async fn verify(store: &Store) -> Result<VerifyReport, ServiceError> {
             if let Err(broken) = verifier.check(event) {
                 break 'walk Some(broken);
             }
+            let leaf =
+                merkle::event_leaf(&event.hash).map_err(|e| ServiceError::Internal(e.into()))?;
+            frontier.push(leaf);
+            checkpoints.check(&frontier, &mut problems).await?;
+            heads.insert(
+                (event.callee_id, event.protocol_version.clone()),
+                (event.seq, event.hash.clone()),
+            );
         }
     };
+    let checkpoints_checked = checkpoints.checked;
+    checkpoints.beyond(frontier.size(), &mut problems).await?;
+
+    let stored_tree_size = store.tree_size().await?;
+    let stored_root = if stored_tree_size == frontier.size() {
+        let plan = Plan::root(stored_tree_size);
+        let ids: Vec<_> = plan.nodes().into_iter().collect();
+        plan.resolve(&store.merkle_nodes(&ids).await?)
+            .ok()
+            .map(|r| r[0])
+    } else {
+        None
+    };
+    let matches = stored_root == Some(frontier.root());
+    if !matches {
+        problems.push(format!(
+            "the stored Merkle tree ({stored_tree_size} leaves) does not match the tree of the \
+             verified chain ({} leaves)",
+            frontier.size()
+        ));
+    }
+
+    let subjects_checked = check_subjects(store, &heads, &mut problems).await?;
     let (head_seq, head_hash) = verifier.head();
     Ok(VerifyReport {
-        ok: first_broken.is_none(),
+        ok: first_broken.is_none() && problems.is_empty(),
         checked: verifier.checked(),
         head_seq,
         head_hash: head_hash.to_string(),
         first_broken,
+        merkle: MerkleCheck {
+            tree_size: frontier.size(),
+            root_hash: frontier.root(),
+            stored_tree_size,
+            matches,
+        },
+        checkpoints_checked,
+        subjects_checked,
+        problems,
     })
+}
+
+/// Recorded checkpoints, read a page at a time as the walk reaches their sizes.
+struct Checkpoints<'a> {
+    store: &'a Store,
+    pending: std::collections::VecDeque<CheckpointRecord>,
+    read_after: u64,
+    exhausted: bool,
+    checked: u64,
+}
+
+impl<'a> Checkpoints<'a> {
+    fn new(store: &'a Store) -> Self {
+        Self {
+            store,
+            pending: Default::default(),
+            read_after: 0,
+            exhausted: false,
+            checked: 0,
+        }
+    }
+
+    async fn next(&mut self) -> Result<Option<&CheckpointRecord>, ServiceError> {
+        if self.pending.is_empty() && !self.exhausted {
+            let page = self.store.checkpoints(self.read_after, VERIFY_PAGE).await?;
+            self.exhausted = page.len() < VERIFY_PAGE as usize;
+            if let Some(last) = page.last() {
+                self.read_after = last.tree_size;
+            }
+            self.pending.extend(page);
+        }
+        Ok(self.pending.front())
+    }
+
+    /// Compares the checkpoint at the frontier's size, if one was recorded.
+    async fn check(
+        &mut self,
+        frontier: &Frontier,
+        problems: &mut Vec<String>,
+    ) -> Result<(), ServiceError> {
+        let size = frontier.size();
+        while let Some(cp) = self.next().await? {
+            if cp.tree_size > size {
+                break;
+            }
+            if cp.tree_size == size && cp.root_hash != frontier.root() {
+                problems.push(format!(
+                    "checkpoint at tree size {size} (issued {}) does not match the ledger: \
+                     the first {size} events were changed since",
+                    crate::domain::time::format(cp.issued_at)
+                ));
+            }
+            self.checked += 1;
+            self.pending.pop_front();
+        }
+        Ok(())
+    }
+
+    /// Checkpoints larger than the verified ledger: events they covered are gone.
+    async fn beyond(&mut self, size: u64, problems: &mut Vec<String>) -> Result<(), ServiceError> {
+        if let Some(cp) = self.next().await? {
+            problems.push(format!(
+                "a checkpoint was recorded at tree size {} but the verified ledger has only {size} \
+                 events: its tail is missing",
+                cp.tree_size
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// Compares each stored subject's head with its newest event in the chain.
+async fn check_subjects(
+    store: &Store,
+    heads: &HashMap<(CalleeId, String), (i64, String)>,
+    problems: &mut Vec<String>,
+) -> Result<u64, ServiceError> {
+    let mut checked = 0;
+    let mut after = None;
+    loop {
+        let ids = store.callee_ids(after, VERIFY_PAGE).await?;
+        let (Some(&from), Some(&to)) = (ids.first(), ids.last()) else {
+            break;
+        };
+        after = Some(to);
+        for subject in store.subjects_between(from, to).await? {
+            checked += 1;
+            let key = (subject.callee_id, subject.protocol_version.to_string());
+            let stored = (subject.last_seq, subject.last_hash.clone());
+            match heads.get(&key) {
+                Some(head) if *head == stored => {}
+                Some((seq, _)) => problems.push(format!(
+                    "subject {} {} says its newest event is seq {}, the chain says {seq}",
+                    key.0, key.1, stored.0
+                )),
+                None => problems.push(format!(
+                    "subject {} {} has no event in the verified chain",
+                    key.0, key.1
+                )),
+            }
+        }
+    }
+    Ok(checked)
 }
 
 /// Events in ledger order after `after`, of one callee or of all.

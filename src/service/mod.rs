@@ -13,6 +13,7 @@ pub mod probe;
 pub mod readmodel;
 pub mod reports;
 pub mod status;
+pub mod transparency;
 pub mod trust;
 pub mod webhooks;
 
@@ -30,6 +31,7 @@ use callees::CardPolicy;
 use discovery::Discovery;
 use probe::ProbeSettings;
 use readmodel::ReadModel;
+use transparency::Transparency;
 use webhooks::WebhookSettings;
 
 /// The dependencies of the use cases. Cheap to clone.
@@ -48,6 +50,8 @@ pub struct Services {
     pub view: ReadModel,
     /// How webhook deliveries are sent.
     pub webhooks: WebhookSettings,
+    /// Signs checkpoints and receipts.
+    pub transparency: Transparency,
 }
 
 impl Services {

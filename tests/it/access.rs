@@ -39,6 +39,12 @@ const MATRIX: &[(&str, &str, Need)] = &[
     ("GET", "/v1/trust", Need::Reader),
     ("GET", "/v1/ledger", Need::Reader),
     ("GET", "/v1/ledger/verify", Need::Reader),
+    ("GET", "/v1/ledger/checkpoint", Need::Reader),
+    ("GET", "/v1/ledger/checkpoints", Need::Reader),
+    ("GET", "/v1/ledger/proof", Need::Reader),
+    ("GET", "/v1/ledger/consistency", Need::Reader),
+    // Public keys: anyone checking a receipt or a checkpoint needs them.
+    ("GET", "/.well-known/jwks.json", Need::Open),
     ("GET", "/v1/events", Need::Reader),
     ("POST", "/v1/subscriptions", Need::Admin),
     ("GET", "/v1/subscriptions", Need::Admin),

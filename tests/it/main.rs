@@ -21,4 +21,5 @@ mod schedule;
 mod sdk_agents;
 mod sse;
 mod storage;
+mod transparency;
 mod webhooks;

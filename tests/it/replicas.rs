@@ -25,6 +25,15 @@ pub(crate) async fn spawn_replica(database_url: &str, public_url: &str, log: &st
     let child = Command::new(env!("CARGO_BIN_EXE_cardgate"))
         .arg("serve")
         .env("DATABASE_URL", database_url)
+        .env(
+            "CARDGATE_SIGNING_KEY_FILE",
+            crate::support::postgres_key_file(
+                url::Url::parse(database_url)
+                    .unwrap()
+                    .path()
+                    .trim_start_matches('/'),
+            ),
+        )
         .env("CARDGATE_LISTEN", "127.0.0.1:0")
         .env("CARDGATE_PUBLIC_URL", public_url)
         .env("CARDGATE_ALLOW_NETWORKS", "127.0.0.0/8")
@@ -341,6 +350,21 @@ async fn replicas_reflect_each_others_writes_within_a_second() {
     let b = spawn_replica(&url, &public_url, &log("b.log")).await;
     let admin = crate::support::ADMIN_TOKEN;
     let client = crate::support::client_with(admin);
+    // One registry, one signing key: both replicas publish the same key set.
+    let keys = |base: &str| {
+        let url = format!("{base}/.well-known/jwks.json");
+        async move {
+            reqwest::get(url)
+                .await
+                .unwrap()
+                .json::<Value>()
+                .await
+                .unwrap()
+        }
+    };
+    let (keys_a, keys_b) = (keys(&a.base).await, keys(&b.base).await);
+    assert_eq!(keys_a, keys_b);
+    assert_eq!(keys_a["keys"].as_array().map(Vec::len), Some(1));
 
     // Registered through A (which queues the probe); B's memory follows to the promotion.
     let created = admin_post(&a.base, "/v1/callees", json!({"card_url": agent.origin()})).await;

@@ -51,6 +51,7 @@ enum Cleanup {
 impl Drop for Cleanup {
     fn drop(&mut self) {
         if let Cleanup::Postgres { admin_url, name } = self {
+            let _ = std::fs::remove_file(postgres_key_file(name));
             let (admin_url, name) = (admin_url.clone(), name.clone());
             // Drop runs inside the test's runtime; use a thread with its own.
             let _ = std::thread::spawn(move || {
@@ -168,9 +169,24 @@ pub fn client_with(token: &str) -> reqwest::Client {
         .unwrap()
 }
 
-/// Settings for tests: loopback allowed (the agents run there), short fetch deadlines.
+/// The signing key of a Postgres test database: one per database (replicas of it share it),
+/// outside the repository, removed with the database.
+pub fn postgres_key_file(database: &str) -> PathBuf {
+    std::env::temp_dir().join(format!("{database}-signing-key.pem"))
+}
+
+/// Settings for tests: loopback allowed (the agents run there), short fetch deadlines. The
+/// signing key sits beside an SQLite file (its default), or in the temp directory.
 pub fn test_settings(target: DatabaseTarget) -> Settings {
-    let mut settings = Settings::new(target);
+    let mut settings = Settings::new(target.clone());
+    if let DatabaseTarget::Postgres(url) = &target {
+        let name = url::Url::parse(url)
+            .unwrap()
+            .path()
+            .trim_start_matches('/')
+            .to_string();
+        settings.transparency.signing_key_file = postgres_key_file(&name);
+    }
     settings.auth = cardgate::http::auth::AuthSettings {
         rate_per_sec: 10_000.0,
         burst: 10_000.0,
