@@ -76,7 +76,7 @@ impl PublicKey {
 }
 
 /// A published Ed25519 JWK.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct JwkView {
     /// `OKP`.
     pub kty: String,
@@ -267,7 +267,7 @@ fn spki_key(der: &[u8]) -> Result<PublicKey, KeyError> {
 }
 
 /// A JWK Set as served at `/.well-known/jwks.json`.
-#[derive(Debug, Clone, Serialize, Deserialize, utoipa::ToSchema)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Jwks {
     pub keys: Vec<JwkView>,
 }

@@ -15,6 +15,49 @@ use crate::domain::merkle::Hash;
 use crate::domain::signing::Jwks;
 use crate::service::transparency::{self, ConsistencyProof, InclusionProof, SignedCheckpoint};
 
+/// A JWK Set of Ed25519 keys.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct KeySetView {
+    pub keys: Vec<KeyView>,
+}
+
+/// One Ed25519 public key.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct KeyView {
+    /// `OKP`.
+    pub kty: String,
+    /// `Ed25519`.
+    pub crv: String,
+    /// The public key, base64url.
+    pub x: String,
+    /// The key's RFC 7638 thumbprint: what checkpoints and receipts name it by.
+    pub kid: String,
+    /// `EdDSA`.
+    pub alg: String,
+    /// `sig`.
+    #[serde(rename = "use")]
+    pub use_: String,
+}
+
+impl From<Jwks> for KeySetView {
+    fn from(set: Jwks) -> Self {
+        Self {
+            keys: set
+                .keys
+                .into_iter()
+                .map(|k| KeyView {
+                    kty: k.kty,
+                    crv: k.crv,
+                    x: k.x,
+                    kid: k.kid,
+                    alg: k.alg,
+                    use_: k.use_,
+                })
+                .collect(),
+        }
+    }
+}
+
 /// A signed checkpoint of the ledger's Merkle tree.
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
@@ -149,9 +192,9 @@ pub struct CheckpointsQuery {
 /// checkpoints and receipts.
 #[utoipa::path(get, path = "/.well-known/jwks.json", tag = "ledger",
     security(()),
-    responses((status = 200, description = "The JWK Set", body = Jwks)))]
-pub async fn jwks(State(app): State<ApiState>) -> Json<Jwks> {
-    Json(app.services.transparency.jwks())
+    responses((status = 200, description = "The JWK Set", body = KeySetView)))]
+pub async fn jwks(State(app): State<ApiState>) -> Json<KeySetView> {
+    Json(app.services.transparency.jwks().into())
 }
 
 /// A checkpoint of the whole ledger now, signed.

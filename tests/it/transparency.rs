@@ -480,6 +480,76 @@ async fn receipts_proofs_and_checkpoints_verify_independently(db: TestDb) {
     server.stop().await;
 }
 
+/// Rotation: a new key signs, the old one stays listed, and what it signed still verifies.
+/// (SQLite only: the key is a file beside the database, whatever the backend.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rotated_key_keeps_old_receipts_verifiable() {
+    let db = TestDb::sqlite().await;
+    let key_file = test_settings(db.target.clone())
+        .transparency
+        .signing_key_file;
+    let server = TestServer::start(db.target.clone()).await;
+    let agents = CardServer::start().await;
+    let ids = register_agents(&server, &agents, 0, 1).await;
+    let ask = format!(
+        "/v1/trust?callee_id={}&caller_version=1.0&receipt=true",
+        ids[0]
+    );
+    let (_, old_receipt) = server.get(&ask).await;
+    let old_keys = jwks(&server).await;
+    server.stop().await;
+    assert!(
+        key_file.exists(),
+        "the key was created at {}",
+        key_file.display()
+    );
+
+    let (code, out) = cardgate(&[
+        "signing-key",
+        "--file",
+        &key_file.display().to_string(),
+        "rotate",
+    ])
+    .await;
+    assert_eq!(code, 0, "{out}");
+    let server = TestServer::start(db.target.clone()).await;
+    let keys = jwks(&server).await;
+    assert_eq!(keys["keys"].as_array().unwrap().len(), 2);
+    assert_ne!(
+        keys["keys"][0]["kid"], old_keys["keys"][0]["kid"],
+        "a new current key"
+    );
+    assert_eq!(
+        keys["keys"][1], old_keys["keys"][0],
+        "the old key is still listed"
+    );
+
+    let dir = tempfile::tempdir().unwrap();
+    let jwks_file = write(dir.path(), "jwks.json", &keys);
+    let (code, out) = cardgate(&[
+        "verify",
+        &write(dir.path(), "old.json", &old_receipt),
+        "--jwks",
+        &jwks_file,
+    ])
+    .await;
+    assert_eq!(code, 0, "a receipt from before the rotation: {out}");
+    let (_, new_receipt) = server.get(&ask).await;
+    let header = jsonwebtoken::decode_header(new_receipt["receipt"].as_str().unwrap()).unwrap();
+    assert_eq!(header.kid.as_deref(), keys["keys"][0]["kid"].as_str());
+    open_receipt(new_receipt["receipt"].as_str().unwrap(), &keys);
+    // Against the key set from before the rotation, the new receipt does not verify.
+    let (code, out) = cardgate(&[
+        "verify",
+        &write(dir.path(), "new.json", &new_receipt),
+        "--jwks",
+        &write(dir.path(), "old-jwks.json", &old_keys),
+    ])
+    .await;
+    assert_eq!(code, 1, "{out}");
+    server.stop().await;
+}
+
 /// A registry with some history and a checkpoint of it (taken by a caller, and recorded by the
 /// scheduler), then stopped: ready for an attacker with database access.
 struct Tampered {
