@@ -11,6 +11,7 @@ use tokio::net::TcpListener;
 
 use crate::domain::time::SystemClock;
 use crate::http::{self, ApiState, HttpLimits};
+use crate::metrics::Metrics;
 use crate::remote::{Outbound, OutboundSettings};
 use crate::runtime::schedule::{self, ScheduleSettings, Ticks};
 use crate::runtime::worker::{self, WorkerSettings};
@@ -40,6 +41,8 @@ pub struct Settings {
     pub cards: CardPolicy,
     pub webhooks: WebhookSettings,
     pub transparency: TransparencySettings,
+    /// Whether `GET /metrics` answers (`CARDGATE_METRICS`).
+    pub metrics: bool,
 }
 
 impl Settings {
@@ -62,6 +65,7 @@ impl Settings {
                 signing_key_file: TransparencySettings::default_key_file(&database),
                 origin: TransparencySettings::default_origin(None),
             },
+            metrics: true,
         }
     }
 }
@@ -69,6 +73,7 @@ impl Settings {
 /// A started (connected, migrated) service that has not begun listening.
 pub struct App {
     pub services: Services,
+    metrics: Metrics,
     ticks: Arc<Ticks>,
     settings: Settings,
 }
@@ -94,8 +99,10 @@ impl App {
         }
         let transparency =
             Transparency::load(&settings.transparency).context("loading the signing key")?;
-        let outbound =
-            Outbound::new(settings.outbound.clone()).context("building the HTTP client")?;
+        let metrics = Metrics::new();
+        let outbound = Outbound::new(settings.outbound.clone())
+            .context("building the HTTP client")?
+            .with_metrics(metrics.clone());
         let discovery = Discovery::new(outbound.clone(), settings.discovery.clone());
         let started = std::time::Instant::now();
         let view = ReadModel::load(store.clone())
@@ -147,6 +154,7 @@ impl App {
         }
         Ok(Self {
             services,
+            metrics,
             ticks: Arc::new(Ticks::default()),
             settings,
         })
@@ -179,6 +187,8 @@ impl App {
             instance: self.settings.worker.owner.clone(),
             streams: Arc::default(),
             stopping: stop.clone(),
+            metrics: self.metrics.clone(),
+            metrics_enabled: self.settings.metrics,
         };
         let router = http::router(api, &self.settings.http, &self.settings.auth)?;
         let addr = listener.local_addr()?;

@@ -77,6 +77,10 @@ pub struct ServeArgs {
 
     #[command(flatten)]
     pub ledger: LedgerArgs,
+
+    /// `GET /metrics` (Prometheus): `on` or `off`.
+    #[arg(long, env = "CARDGATE_METRICS", default_value = "on", value_parser = ["on", "off"])]
+    pub metrics: String,
 }
 
 /// The verifiable ledger: the key that signs checkpoints and receipts, and the log's name.
@@ -271,6 +275,7 @@ impl ServeArgs {
             // Not configurable yet: the Standard Webhooks defaults (5 s doubling to 1 h, 3 days).
             webhooks: crate::service::webhooks::WebhookSettings::default(),
             transparency: self.transparency()?,
+            metrics: self.metrics == "on",
         })
     }
 

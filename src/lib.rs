@@ -7,7 +7,8 @@
 //! Layers, in dependency order: [`domain`] (pure rules) ← [`storage`] (SQL) and [`remote`]
 //! (outbound HTTP) ← [`service`] (use cases) ← [`runtime`] (scheduler, worker) and [`http`]
 //! (REST) ← [`app`] (composition) ← [`config`] ← [`cli`] and the binary. No module imports one
-//! to its right. See `README.md` for the tour.
+//! to its right. [`metrics`] and [`telemetry`] are leaves any layer may use. See `README.md` for
+//! the tour.
 
 #![forbid(unsafe_code)]
 
@@ -17,6 +18,7 @@ pub mod config;
 pub mod domain;
 pub mod fake_agent;
 pub mod http;
+pub mod metrics;
 pub mod remote;
 pub mod runtime;
 pub mod service;

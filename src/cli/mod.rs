@@ -1,6 +1,8 @@
 //! The command line: the `cardgate` parser and its subcommands. `serve` and `migrate` take
 //! their flag groups from [`crate::config`]; the others run without the service.
 
+pub mod can_i_trust;
+pub mod junit;
 pub mod keys;
 pub mod probe;
 pub mod verify;
@@ -49,6 +51,9 @@ pub enum Command {
     VerifyLedger(verify::VerifyLedgerArgs),
     /// Show or rotate the key that signs checkpoints and receipts.
     SigningKey(verify::SigningKeyArgs),
+    /// The CI gate: may a caller rely on this agent's lifecycle semantics? Asks a running
+    /// registry; exit code 0: authoritative; 1: advisory; 2: no answer.
+    CanITrust(can_i_trust::CanITrustArgs),
 }
 
 #[cfg(test)]

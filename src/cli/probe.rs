@@ -17,6 +17,7 @@ use axum::routing::post;
 use clap::Args;
 use serde_json::{Value, json};
 
+use super::junit;
 use crate::config::{OutboundArgs, with_trailing_slash};
 use crate::domain::callee::CardUrl;
 use crate::domain::card::{Assessment, NormalizedCard};
@@ -44,6 +45,10 @@ pub struct ProbeArgs {
     /// Print the report as JSON on stdout.
     #[arg(long)]
     pub json: bool,
+
+    /// Also write JUnit XML to this file: one test case per finding of each subject.
+    #[arg(long, value_name = "FILE")]
+    pub junit: Option<std::path::PathBuf>,
 
     /// The first message of the lifecycle task.
     #[arg(long)]
@@ -204,6 +209,10 @@ async fn run_inner(args: ProbeArgs) -> Result<ExitCode, String> {
     } else {
         print_report(url.as_str(), assessment.signature.status(), &reports);
     }
+    if let Some(path) = &args.junit {
+        let xml = junit::render("cardgate probe", &junit_cases(&reports));
+        std::fs::write(path, xml).map_err(|e| format!("writing {}: {e}", path.display()))?;
+    }
     let all_pass = reports
         .iter()
         .all(|(_, r)| r.as_ref().is_ok_and(|o| o.judgement.verdict.passed));
@@ -325,6 +334,38 @@ impl Webhook {
             .ok()
             .map(|u| (u, token))
     }
+}
+
+/// One case per finding of each subject: a failed finding fails, a finding the probe could not
+/// exercise is skipped; a subject that could not be probed is one failed case.
+fn junit_cases(reports: &[(ProtocolVersion, Report)]) -> Vec<junit::Case> {
+    let mut cases = Vec::new();
+    for (version, report) in reports {
+        let classname = format!("cardgate.probe.{version}");
+        match report {
+            Ok(o) => cases.extend(o.judgement.findings.iter().map(|f| junit::Case {
+                classname: classname.clone(),
+                name: f.code.clone(),
+                outcome: match f.status {
+                    FindingStatus::Pass => junit::Outcome::Passed,
+                    FindingStatus::Fail => junit::Outcome::Failed {
+                        message: f.message.clone(),
+                    },
+                    FindingStatus::NotExercised => junit::Outcome::Skipped {
+                        message: f.message.clone(),
+                    },
+                },
+            })),
+            Err(why) => cases.push(junit::Case {
+                classname,
+                name: "probe".into(),
+                outcome: junit::Outcome::Failed {
+                    message: why.clone(),
+                },
+            }),
+        }
+    }
+    cases
 }
 
 /// The `--json` report.

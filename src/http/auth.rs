@@ -14,7 +14,7 @@ use std::time::Instant;
 use axum::extract::{ConnectInfo, MatchedPath, Request, State};
 use axum::http::{Method, header};
 use axum::middleware::Next;
-use axum::response::Response;
+use axum::response::{IntoResponse, Response};
 use subtle::ConstantTimeEq;
 
 use super::error::ApiError;
@@ -211,7 +211,8 @@ impl RateLimiter {
 /// Open routes that reach the database, limited per client address.
 pub const READINESS: &str = "/readyz";
 pub const WEBHOOK: &str = "/v1/hooks/";
-pub const OPEN_BUT_COSTLY: [&str; 2] = [READINESS, WEBHOOK];
+pub const METRICS: &str = "/metrics";
+pub const OPEN_BUT_COSTLY: [&str; 3] = [READINESS, WEBHOOK, METRICS];
 
 /// Everything the authorization middleware needs.
 pub struct Guard {
@@ -219,20 +220,41 @@ pub struct Guard {
     pub settings: AuthSettings,
     pub limiter: RateLimiter,
     pub services: Services,
+    /// Where refusals for rate are counted.
+    pub metrics: crate::metrics::Metrics,
 }
 
-/// The middleware (a route layer, so the matched path template is known).
-pub async fn authorize(
-    State(guard): State<Arc<Guard>>,
-    mut req: Request,
-    next: Next,
-) -> Result<Response, ApiError> {
-    check_query(&req, guard.settings.max_query_bytes)?;
+/// The route template a response answered (for the access log and metrics).
+#[derive(Debug, Clone)]
+pub struct RouteTemplate(pub String);
+
+/// Who a response answered: a key's id, `admin-token`, or absent (anonymous).
+#[derive(Debug, Clone)]
+pub struct Principal(pub String);
+
+/// The middleware (a route layer, so the matched path template is known). Every response,
+/// refused or not, carries its [`RouteTemplate`], and its [`Principal`] once authenticated.
+pub async fn authorize(State(guard): State<Arc<Guard>>, req: Request, next: Next) -> Response {
     let path = req
         .extensions()
         .get::<MatchedPath>()
         .map(|p| p.as_str().to_string())
         .unwrap_or_default();
+    let mut response = guarded(&guard, &path, req, next)
+        .await
+        .unwrap_or_else(IntoResponse::into_response);
+    response.extensions_mut().insert(RouteTemplate(path));
+    response
+}
+
+async fn guarded(
+    guard: &Guard,
+    path: &str,
+    mut req: Request,
+    next: Next,
+) -> Result<Response, ApiError> {
+    check_query(&req, guard.settings.max_query_bytes)?;
+    let path = path.to_string();
     let access = guard.table.get(req.method(), &path).ok_or_else(|| {
         ApiError::Internal(anyhow::anyhow!(
             "{} {path} has no access rule in the OpenAPI document",
@@ -240,7 +262,7 @@ pub async fn authorize(
         ))
     })?;
     let client = Anonymous {
-        guard: &guard,
+        guard,
         ip: req
             .extensions()
             .get::<ConnectInfo<SocketAddr>>()
@@ -256,7 +278,7 @@ pub async fn authorize(
         .map(str::to_string);
     // An address that keeps presenting bad keys is refused before its keys are looked up.
     let before_lookup = || client.check(FAILED_AUTH);
-    let caller = match authenticate(&guard, bearer.as_deref(), before_lookup).await {
+    let caller = match authenticate(guard, bearer.as_deref(), before_lookup).await {
         Ok(caller) => caller,
         Err(e) => {
             let _ = client.spend(FAILED_AUTH);
@@ -276,9 +298,15 @@ pub async fn authorize(
             guard.settings.rate_per_sec,
             guard.settings.burst,
         )
-        .map_err(|retry_after_secs| ApiError::TooManyRequests { retry_after_secs })?;
+        .map_err(|retry_after_secs| {
+            guard.metrics.rate_limited("key");
+            ApiError::TooManyRequests { retry_after_secs }
+        })?;
+    let principal = Principal(caller.bucket.clone());
     req.extensions_mut().insert(caller);
-    Ok(next.run(req).await)
+    let mut response = next.run(req).await;
+    response.extensions_mut().insert(principal);
+    Ok(response)
 }
 
 /// Refuses a query string over `max` bytes before anything reads it.
@@ -324,7 +352,10 @@ impl Anonymous<'_> {
         } else {
             self.guard.limiter.check(&key, rate, burst)
         };
-        result.map_err(|retry_after_secs| ApiError::TooManyRequests { retry_after_secs })
+        result.map_err(|retry_after_secs| {
+            self.guard.metrics.rate_limited("anonymous");
+            ApiError::TooManyRequests { retry_after_secs }
+        })
     }
 }
 
@@ -336,7 +367,7 @@ async fn open_route(
     req: Request,
     next: Next,
 ) -> Result<Response, ApiError> {
-    if path.starts_with(READINESS) {
+    if path.starts_with(READINESS) || path.starts_with(METRICS) {
         client.spend(OPEN)?;
     } else if path.starts_with(WEBHOOK) {
         // Like keys: deliveries with a live token never spend the address's budget (many

@@ -269,6 +269,9 @@ pub struct PageQuery {
     pub limit: Option<u32>,
     /// Cursor: the `next_after` of the previous page.
     pub after: Option<Uuid>,
+    /// Only the callee registered with this card URL (compared after the same normalization
+    /// as at registration): a page of one, or of none.
+    pub card_url: Option<String>,
 }
 
 impl SubjectView {
@@ -347,7 +350,7 @@ pub async fn create_callee(
     Ok((StatusCode::CREATED, Json(detail.into())))
 }
 
-/// List callees in registration order.
+/// List callees in registration order, or find one by its card URL.
 #[utoipa::path(get, path = "/v1/callees", tag = "callees",
     security(("bearer" = ["reader"])), params(PageQuery),
     responses(
@@ -361,7 +364,18 @@ pub async fn list_callees(
     Query(q): Query<PageQuery>,
 ) -> Result<Json<CalleePage>, ApiError> {
     let limit = page_size(q.limit)?;
-    let page = callees::list(&app.services.store, q.after.map(CalleeId), limit).await?;
+    let store = &app.services.store;
+    if let Some(card_url) = q.card_url {
+        let found = match callees::find_by_card_url(store, &card_url).await? {
+            Some(id) => vec![callees::get(&app.services, id).await?],
+            None => Vec::new(),
+        };
+        return Ok(Json(CalleePage {
+            items: found.into_iter().map(Into::into).collect(),
+            next_after: None,
+        }));
+    }
+    let page = callees::list(store, q.after.map(CalleeId), limit).await?;
     let next_after = (page.len() == limit as usize)
         .then(|| page.last().map(|d| d.callee.id.0))
         .flatten();

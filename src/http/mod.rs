@@ -9,11 +9,10 @@ use std::time::Duration;
 use axum::Router;
 use axum::body::Body;
 use axum::extract::DefaultBodyLimit;
-use axum::http::{Request, Response, StatusCode, header};
+use axum::http::{Response, StatusCode, header};
 use axum::response::IntoResponse;
 use tower_http::catch_panic::CatchPanicLayer;
 use tower_http::timeout::TimeoutLayer;
-use tower_http::trace::TraceLayer;
 use utoipa::OpenApi;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
@@ -22,6 +21,7 @@ use utoipa_swagger_ui::SwaggerUi;
 use crate::runtime::schedule::{ScheduleSettings, Ticks};
 use crate::service::Services;
 
+pub mod access;
 pub mod auth;
 pub mod callees;
 pub mod cards;
@@ -33,6 +33,7 @@ pub mod health;
 pub mod hooks;
 pub mod keys;
 pub mod ledger;
+pub mod metrics;
 pub mod probes;
 pub mod reports;
 pub mod status;
@@ -58,6 +59,9 @@ pub struct ApiState {
     pub streams: Arc<events::StreamSlots>,
     /// Cancelled when shutdown starts: long-lived responses (event streams) end.
     pub stopping: tokio_util::sync::CancellationToken,
+    /// This process's metrics, and whether `/metrics` serves them.
+    pub metrics: crate::metrics::Metrics,
+    pub metrics_enabled: bool,
 }
 
 #[derive(OpenApi)]
@@ -286,6 +290,7 @@ fn api() -> OpenApiRouter<ApiState> {
         .routes(routes!(subscriptions::retry_delivery))
         .routes(routes!(health::healthz))
         .routes(routes!(health::readyz))
+        .routes(routes!(metrics::get_metrics))
         .routes(routes!(keys::create_key, keys::list_keys))
         .routes(routes!(keys::revoke_key))
 }
@@ -333,7 +338,9 @@ pub fn router(
         settings: auth.clone(),
         limiter: auth::RateLimiter::default(),
         services: state.services.clone(),
+        metrics: state.metrics.clone(),
     });
+    let metrics = state.metrics.clone();
     // A route layer runs after routing, so it sees the matched path template.
     let api = api.route_layer(axum::middleware::from_fn_with_state(guard, auth::authorize));
     Ok(api
@@ -344,13 +351,17 @@ pub fn router(
         })
         .layer(axum::middleware::map_response(ensure_envelope))
         .layer(DefaultBodyLimit::max(limits.body_bytes))
-        .layer(TimeoutLayer::with_status_code(StatusCode::SERVICE_UNAVAILABLE, limits.request_timeout))
+        .layer(TimeoutLayer::with_status_code(
+            StatusCode::SERVICE_UNAVAILABLE,
+            limits.request_timeout,
+        ))
         .layer(CatchPanicLayer::custom(|_| {
             ApiError::Internal(anyhow::anyhow!("a request handler panicked")).into_response()
         }))
-        .layer(TraceLayer::new_for_http().make_span_with(|req: &Request<Body>| {
-            tracing::info_span!("http", method = %req.method(), path = %auth::loggable_path(req.uri().path()))
-        }))
+        .layer(axum::middleware::from_fn_with_state(
+            metrics,
+            access::access_log,
+        ))
         .with_state(state))
 }
 

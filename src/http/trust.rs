@@ -17,15 +17,17 @@ use crate::domain::capability::Capability;
 use crate::domain::decision::{ConditionStatus, Decision, Dedup, Posture};
 use crate::domain::ids::CalleeId;
 use crate::domain::version::ProtocolVersion;
-use crate::service::trust;
+use crate::service::{callees, trust};
 
 #[derive(Debug, Deserialize, IntoParams)]
 #[into_params(parameter_in = Query)]
 #[serde(deny_unknown_fields)]
 pub struct TrustQuery {
-    /// The callee asked about.
-    #[param(required = true, format = Uuid)]
+    /// The callee asked about (or give `card_url`).
+    #[param(format = Uuid)]
     pub callee_id: Option<String>,
+    /// The callee's card URL, as registered (normalized the same way): instead of `callee_id`.
+    pub card_url: Option<String>,
     /// The A2A version the caller implements, exactly `Major.Minor` (e.g. `1.0`).
     #[param(required = true, pattern = r"^[0-9]{1,4}\.[0-9]{1,4}$")]
     pub caller_version: Option<String>,
@@ -51,9 +53,15 @@ pub struct TrustQuery {
     pub receipt: Option<String>,
 }
 
+/// Whom the question is about.
+enum Callee {
+    Id(CalleeId),
+    CardUrl(String),
+}
+
 /// A parsed question.
 struct Question {
-    callee_id: CalleeId,
+    callee: Callee,
     posture: Posture,
     min_seq: Option<i64>,
     receipt: bool,
@@ -119,10 +127,18 @@ pub struct EvidenceView {
 /// malformed part.
 fn parse(q: TrustQuery) -> Result<Question, ApiError> {
     let missing = |name: &str| ApiError::invalid(format!("query parameter `{name}` is required"));
-    let callee_id = q.callee_id.ok_or_else(|| missing("callee_id"))?;
-    let callee_id = Uuid::parse_str(&callee_id)
-        .map(CalleeId)
-        .map_err(|_| ApiError::invalid(format!("callee_id `{callee_id}` is not a UUID")))?;
+    let callee = match (q.callee_id, q.card_url) {
+        (Some(id), None) => Uuid::parse_str(&id)
+            .map(|id| Callee::Id(CalleeId(id)))
+            .map_err(|_| ApiError::invalid(format!("callee_id `{id}` is not a UUID")))?,
+        (None, Some(url)) => Callee::CardUrl(url),
+        (Some(_), Some(_)) => {
+            return Err(ApiError::invalid(
+                "give `callee_id` or `card_url`, not both",
+            ));
+        }
+        (None, None) => return Err(missing("callee_id` (or `card_url")),
+    };
     let caller_version = q.caller_version.ok_or_else(|| missing("caller_version"))?;
     let caller_version = ProtocolVersion::parse_exact(&caller_version)
         .map_err(|e| ApiError::invalid(format!("caller_version: {e}")))?;
@@ -168,7 +184,7 @@ fn parse(q: TrustQuery) -> Result<Question, ApiError> {
         }
     };
     Ok(Question {
-        callee_id,
+        callee,
         posture: Posture {
             caller_version,
             dedup,
@@ -236,7 +252,7 @@ fn view(callee_id: CalleeId, posture: &Posture, d: Decision) -> DecisionView {
             ("Cache-Control" = String, description = "`no-cache`"),
         )),
         (status = 400, description = "Missing or malformed parameter", body = ErrorBody),
-        (status = 404, description = "No such callee", body = ErrorBody),
+        (status = 404, description = "No such callee (or none with that card URL)", body = ErrorBody),
         (status = 409, description = "`min_seq` is ahead of the ledger: no write has answered \
             that seq", body = ErrorBody),
         (status = 503, description = "This replica could not catch up with `min_seq` within a \
@@ -249,12 +265,21 @@ pub async fn get_trust(
     Query(q): Query<TrustQuery>,
 ) -> Result<Response, ApiError> {
     let Question {
-        callee_id,
+        callee,
         posture,
         min_seq,
         receipt,
     } = parse(q)?;
     let services = &app.services;
+    let callee_id = match callee {
+        Callee::Id(id) => id,
+        // One indexed lookup; the decision itself still comes from memory.
+        Callee::CardUrl(url) => callees::find_by_card_url(&services.store, &url)
+            .await?
+            .ok_or_else(|| {
+                ApiError::NotFound(format!("no callee is registered with card URL {url}"))
+            })?,
+    };
     let decision = trust::decide(&services.view, callee_id, &posture, min_seq).await?;
     let mut answer = view(callee_id, &posture, decision);
     if receipt {

@@ -24,6 +24,7 @@ use url::{Host, Url};
 pub use policy::NetworkPolicy;
 
 use crate::domain::card::same_origin;
+use crate::metrics::Metrics;
 
 /// How the outbound client is built.
 #[derive(Debug, Clone)]
@@ -113,6 +114,7 @@ pub struct Outbound {
     client: reqwest::Client,
     policy: Arc<NetworkPolicy>,
     max_redirects: usize,
+    metrics: Metrics,
 }
 
 /// A host whose every address the policy refuses.
@@ -191,7 +193,14 @@ impl Outbound {
             client,
             policy,
             max_redirects: settings.max_redirects,
+            metrics: Metrics::default(),
         })
+    }
+
+    /// Counts every request's result in `metrics` (by default, in a registry nobody reads).
+    pub fn with_metrics(mut self, metrics: Metrics) -> Self {
+        self.metrics = metrics;
+        self
     }
 
     pub fn policy(&self) -> &NetworkPolicy {
@@ -336,11 +345,20 @@ impl Outbound {
             reason: e.to_string(),
         })?;
         let url = request.url().clone();
-        self.check_url(&url)?;
-        self.client
-            .execute(request)
-            .await
-            .map_err(|e| classify(&url, &e))
+        let result = match self.check_url(&url) {
+            Ok(()) => self
+                .client
+                .execute(request)
+                .await
+                .map_err(|e| classify(&url, &e)),
+            Err(refused) => Err(refused),
+        };
+        self.metrics.outbound(
+            result
+                .as_ref()
+                .map_or_else(FetchError::kind, |_| "response"),
+        );
+        result
     }
 }
 
@@ -408,4 +426,22 @@ fn innermost(err: &(dyn std::error::Error + 'static)) -> String {
         current = next;
     }
     current.to_string()
+}
+
+impl FetchError {
+    /// A short, bounded name for the failure (a metrics label).
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Self::Scheme { .. } => "scheme",
+            Self::Denied { .. } => "refused",
+            Self::Resolve { .. } => "resolve",
+            Self::Timeout { .. } => "timeout",
+            Self::TooLarge { .. } => "too-large",
+            Self::TooManyRedirects { .. }
+            | Self::CrossOriginRedirect { .. }
+            | Self::BadRedirect { .. } => "redirect",
+            Self::Status { .. } => "status",
+            Self::Transport { .. } => "transport",
+        }
+    }
 }

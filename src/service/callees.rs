@@ -639,6 +639,16 @@ pub async fn list(
     Ok(page)
 }
 
+/// The callee registered with `card_url` (normalized as at registration), if any.
+pub async fn find_by_card_url(
+    store: &Store,
+    card_url: &str,
+) -> Result<Option<CalleeId>, ServiceError> {
+    let url =
+        CardUrl::parse(card_url).map_err(|e| ServiceError::Invalid(format!("card_url: {e}")))?;
+    Ok(store.callee_by_card_url(&url).await?)
+}
+
 /// A callee's card snapshots, newest first, without their raw bytes.
 pub async fn snapshots(
     store: &Store,

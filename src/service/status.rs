@@ -3,6 +3,7 @@
 use super::ServiceError;
 use crate::domain::job::{Job, JobStatus, QueueStats};
 use crate::domain::time::Timestamp;
+use crate::metrics::Snapshot;
 use crate::storage::Store;
 
 /// Whether the database answers.
@@ -27,4 +28,36 @@ pub async fn jobs(
 /// The queue's counts and its oldest due job at `now`.
 pub async fn queue(store: &Store, now: Timestamp) -> Result<QueueStats, ServiceError> {
     Ok(store.queue_stats(now).await?)
+}
+
+/// The registry's state for a metrics scrape: three grouped counts, the queue and the ledger
+/// head.
+pub async fn metrics_snapshot(
+    store: &Store,
+    view: &super::readmodel::ReadModel,
+    now: Timestamp,
+) -> Result<Snapshot, ServiceError> {
+    let counts = store.counts().await?;
+    let queue = store.queue_stats(now).await?;
+    let mut probe_runs: Vec<(String, i64)> = Vec::new();
+    for (status, passed, n) in counts.probe_runs {
+        let outcome = match (status.as_str(), passed) {
+            ("finished", Some(true)) => "passed",
+            ("finished", _) => "failed",
+            (other, _) => other,
+        };
+        match probe_runs.iter_mut().find(|(o, _)| o == outcome) {
+            Some((_, total)) => *total += n,
+            None => probe_runs.push((outcome.to_string(), n)),
+        }
+    }
+    Ok(Snapshot {
+        subjects: counts.subjects,
+        jobs: counts.jobs,
+        probe_runs,
+        queue_lag_seconds: queue
+            .oldest_due
+            .map_or(0.0, |t| (now - t).num_milliseconds().max(0) as f64 / 1000.0),
+        ledger_head: view.applied().ledger_seq,
+    })
 }

@@ -132,13 +132,21 @@ impl Store {
 
     /// Whether a callee with this card URL exists.
     pub async fn card_url_taken(&self, card_url: &CardUrl) -> Result<bool, StoreError> {
+        Ok(self.callee_by_card_url(card_url).await?.is_some())
+    }
+
+    /// The callee registered with this (normalized) card URL, if any.
+    pub async fn callee_by_card_url(
+        &self,
+        card_url: &CardUrl,
+    ) -> Result<Option<CalleeId>, StoreError> {
         let found: Option<(Uuid,)> = dispatch!(self, |pool| {
             sqlx::query_as("select id from callees where card_url = $1")
                 .bind(card_url.as_str())
                 .fetch_optional(pool)
                 .await
         })?;
-        Ok(found.is_some())
+        Ok(found.map(|(id,)| CalleeId(id)))
     }
 
     /// Callees whose card is due on the refresh schedule (never fetched, or out of backoff),

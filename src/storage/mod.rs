@@ -25,12 +25,14 @@ mod merkle;
 mod probes;
 mod reports;
 mod snapshots;
+mod stats;
 mod webhooks;
 
 pub use changes::{Change, ChangeSignal, Changed, FeedHead};
 pub use merkle::CheckpointRecord;
 pub use probes::FinishedRun;
 pub use snapshots::RefreshRecord;
+pub use stats::Counts;
 pub use webhooks::AttemptRecord;
 
 static PG_MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("migrations/postgres");

@@ -66,6 +66,8 @@ const MATRIX: &[(&str, &str, Need)] = &[
     ("POST", "/v1/hooks/push/{token}", Need::Open),
     ("GET", "/healthz", Need::Open),
     ("GET", "/readyz", Need::Open),
+    // Scrapers carry no key; like /readyz, it spends the address's budget.
+    ("GET", "/metrics", Need::Open),
 ];
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -10,19 +10,27 @@ use crate::support::repo_path;
 const ALLOWED: &[(&str, &[&str])] = &[
     ("domain", &[]),
     ("storage", &["domain"]),
-    ("remote", &["domain"]),
-    ("service", &["domain", "storage", "remote"]),
-    ("runtime", &["domain", "storage", "remote", "service"]),
+    ("remote", &["domain", "metrics"]),
+    ("service", &["domain", "storage", "remote", "metrics"]),
+    (
+        "runtime",
+        &["domain", "storage", "remote", "service", "metrics"],
+    ),
     // No storage: handlers reach the database only through the services.
-    ("http", &["domain", "remote", "service", "runtime"]),
+    (
+        "http",
+        &["domain", "remote", "service", "runtime", "metrics"],
+    ),
     (
         "app",
-        &["domain", "storage", "remote", "service", "runtime", "http"],
+        &[
+            "domain", "storage", "remote", "service", "runtime", "http", "metrics",
+        ],
     ),
     (
         "config",
         &[
-            "domain", "storage", "remote", "service", "runtime", "http", "app",
+            "domain", "storage", "remote", "service", "runtime", "http", "app", "metrics",
         ],
     ),
     (
@@ -37,9 +45,11 @@ const ALLOWED: &[(&str, &[&str])] = &[
             "app",
             "config",
             "telemetry",
+            "metrics",
         ],
     ),
     ("telemetry", &[]),
+    ("metrics", &[]),
     ("fake_agent", &["domain"]),
 ];
 

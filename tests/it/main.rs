@@ -13,6 +13,7 @@ mod events;
 mod hostile;
 mod layers;
 mod openapi;
+mod operators;
 mod probes;
 mod readmodel;
 mod replicas;

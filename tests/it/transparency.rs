@@ -242,18 +242,7 @@ async fn register_agents(
 }
 
 async fn cardgate(args: &[&str]) -> (i32, String) {
-    let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_cardgate"))
-        .args(args)
-        .env_remove("DATABASE_URL")
-        .output()
-        .await
-        .expect("cardgate runs");
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    (out.status.code().unwrap_or(-1), text)
+    crate::support::run_cardgate(args, &[]).await
 }
 
 fn write(dir: &Path, name: &str, value: &Value) -> String {

@@ -17,7 +17,7 @@ use serde_json::{Value, json};
 
 use crate::probes::{probe, register};
 use crate::replicas::{admin_post, get};
-use crate::support::{TestDb, TestServer, error_code, on_both_backends, repo_path, test_settings};
+use crate::support::{TestDb, TestServer, error_code, on_both_backends, test_settings};
 
 on_both_backends!(
     deliveries_are_signed_ordered_retried_with_one_id_and_verifiable,
@@ -138,19 +138,7 @@ async fn wait_deliveries(
 }
 
 fn python() -> Option<PathBuf> {
-    let python = std::env::var_os("CARDGATE_TEST_PYTHON")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| repo_path("tests/agents/python/.venv/bin/python"));
-    if python.exists() {
-        Some(python)
-    } else {
-        crate::support::skip(
-            "the Standard Webhooks signature check",
-            "no Python virtualenv with `standardwebhooks`",
-            "CARDGATE_REQUIRE_SDK_AGENTS",
-        );
-        None
-    }
+    crate::support::test_python("the Standard Webhooks signature check")
 }
 
 /// How many of `requests` the `standardwebhooks` package verifies with `secret`.

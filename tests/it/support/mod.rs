@@ -340,3 +340,38 @@ pub fn skip(what: &str, why: &str, required_by: &str) {
         let _ = writeln!(file, "{what}: {why}");
     }
 }
+
+/// The tests' Python (the SDK agent's virtualenv, which also holds the reference libraries
+/// some tests check cardgate's output with), or `None` with a skip naming `what`.
+pub fn test_python(what: &str) -> Option<PathBuf> {
+    let python = std::env::var_os("CARDGATE_TEST_PYTHON")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| repo_path("tests/agents/python/.venv/bin/python"));
+    if python.exists() {
+        Some(python)
+    } else {
+        skip(
+            what,
+            "no Python virtualenv from tests/agents/python/requirements.txt",
+            "CARDGATE_REQUIRE_SDK_AGENTS",
+        );
+        None
+    }
+}
+
+/// Runs the `cardgate` binary with `args` and `env`; its exit code and its stdout then stderr.
+pub async fn run_cardgate(args: &[&str], env: &[(&str, &str)]) -> (i32, String) {
+    let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_cardgate"))
+        .args(args)
+        .envs(env.iter().copied())
+        .env_remove("DATABASE_URL")
+        .output()
+        .await
+        .expect("cardgate runs");
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (out.status.code().unwrap_or(-1), text)
+}
