@@ -16,6 +16,7 @@ pub mod app;
 pub mod cli;
 pub mod config;
 pub mod domain;
+#[cfg(feature = "fake-agent")]
 pub mod fake_agent;
 pub mod http;
 pub mod metrics;

@@ -56,3 +56,69 @@ async fn served_document_and_swagger_ui_work_offline() {
     assert!(init.text().await.unwrap().contains("/openapi.json"));
     server.stop().await;
 }
+
+/// The operator UI as a person sees it: headless Chromium loads `/docs/`, runs Swagger UI's
+/// JavaScript against the served document, and the rendered page lists the operations (not
+/// just the HTML shell the server sent). CI installs Debian's `chromium` and makes this
+/// mandatory (`CARDGATE_REQUIRE_BROWSER=1`).
+#[tokio::test]
+async fn the_operator_ui_renders_every_operation_in_a_real_browser() {
+    let browser = std::env::var_os("CARDGATE_TEST_CHROMIUM")
+        .map(std::path::PathBuf::from)
+        .or_else(|| {
+            [
+                "/usr/bin/chromium",
+                "/usr/bin/chromium-browser",
+                "/usr/bin/google-chrome",
+            ]
+            .into_iter()
+            .map(std::path::PathBuf::from)
+            .find(|p| p.exists())
+        });
+    let Some(browser) = browser else {
+        crate::support::skip(
+            "the browser check of /docs",
+            "no Chromium (apt-get install chromium)",
+            "CARDGATE_REQUIRE_BROWSER",
+        );
+        return;
+    };
+    let db = TestDb::sqlite().await;
+    let server = TestServer::start(db.target.clone()).await;
+    let profile = tempfile::tempdir().unwrap();
+    let out = tokio::process::Command::new(&browser)
+        .args([
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-dev-shm-usage",
+            "--no-first-run",
+            &format!("--user-data-dir={}", profile.path().display()),
+            // Long enough for the bundle to fetch /openapi.json and render; virtual time ends
+            // as soon as the page is idle.
+            "--virtual-time-budget=20000",
+            "--dump-dom",
+            &server.url("/docs/"),
+        ])
+        .kill_on_drop(true)
+        .output()
+        .await
+        .expect("chromium runs");
+    let dom = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        dom.contains("opblock"),
+        "Swagger UI rendered no operations:\n{}\n{}",
+        &dom[..dom.len().min(2000)],
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // Every operation of the document is on the page, under its path.
+    let doc = cardgate::http::openapi();
+    for path in doc.paths.paths.keys() {
+        assert!(
+            dom.contains(&format!("data-path=\"{path}\"")),
+            "{path} is not rendered"
+        );
+    }
+    assert!(dom.contains("cardgate"), "the title is rendered");
+    server.stop().await;
+}
