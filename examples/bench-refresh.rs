@@ -190,12 +190,12 @@ async fn main() -> anyhow::Result<()> {
     worker.await?;
     let done = state
         .store
-        .jobs(Some(cardgate::domain::job::JobStatus::Done), 1)
+        .jobs(Some(cardgate::domain::job::JobStatus::Done), None, 1)
         .await?
         .len();
     let failed = state
         .store
-        .jobs(Some(cardgate::domain::job::JobStatus::Failed), 200)
+        .jobs(Some(cardgate::domain::job::JobStatus::Failed), None, 200)
         .await?
         .len();
     println!(

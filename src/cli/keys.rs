@@ -66,7 +66,7 @@ pub async fn run(args: KeysArgs) -> anyhow::Result<()> {
             println!("{}", secret.0);
         }
         KeysCommand::List => {
-            for key in store.keys().await? {
+            for key in store.keys(None, u32::MAX).await? {
                 let state = key.revoked_at.map_or_else(
                     || "live".to_string(),
                     |at| format!("revoked {}", time::format(at)),

@@ -1,6 +1,7 @@
 //! `/v1/callees`: registering and browsing callees.
 
 use axum::Extension;
+use axum::extract::OriginalUri;
 use axum::extract::State;
 use axum::http::StatusCode;
 use chrono::{DateTime, Utc};
@@ -14,6 +15,7 @@ use super::cards::SnapshotSummary;
 use super::error::{ApiError, ErrorBody};
 use super::extract::{self, Json, Path, Query, page_size};
 use super::ledger::EventView;
+use super::paging::{Paged, next_cursor};
 use super::views::GateStateView;
 use crate::domain::gate::Subject;
 use crate::domain::ids::CalleeId;
@@ -257,7 +259,7 @@ pub struct ChangeView {
 pub struct CalleePage {
     pub items: Vec<CalleeView>,
     /// Pass as `after` for the next page; absent on the last page.
-    pub next_after: Option<Uuid>,
+    pub next: Option<Uuid>,
 }
 
 #[derive(Debug, Deserialize, IntoParams)]
@@ -267,7 +269,7 @@ pub struct PageQuery {
     /// Page size, 1 to 200 (default 50).
     #[param(minimum = 1, maximum = 200)]
     pub limit: Option<u32>,
-    /// Cursor: the `next_after` of the previous page.
+    /// Cursor: the `next` of the previous page.
     pub after: Option<Uuid>,
     /// Only the callee registered with this card URL (compared after the same normalization
     /// as at registration): a page of one, or of none.
@@ -361,8 +363,9 @@ pub async fn create_callee(
     ))]
 pub async fn list_callees(
     State(app): State<ApiState>,
+    OriginalUri(uri): OriginalUri,
     Query(q): Query<PageQuery>,
-) -> Result<Json<CalleePage>, ApiError> {
+) -> Result<Paged<CalleePage>, ApiError> {
     let limit = page_size(q.limit)?;
     let store = &app.services.store;
     if let Some(card_url) = q.card_url {
@@ -370,19 +373,19 @@ pub async fn list_callees(
             Some(id) => vec![callees::get(&app.services, id).await?],
             None => Vec::new(),
         };
-        return Ok(Json(CalleePage {
+        let page = CalleePage {
             items: found.into_iter().map(Into::into).collect(),
-            next_after: None,
-        }));
+            next: None,
+        };
+        return Ok(Paged::new(&uri, page, None::<Uuid>));
     }
     let page = callees::list(store, q.after.map(CalleeId), limit).await?;
-    let next_after = (page.len() == limit as usize)
-        .then(|| page.last().map(|d| d.callee.id.0))
-        .flatten();
-    Ok(Json(CalleePage {
+    let next = next_cursor(&page, limit, |d| d.callee.id.0);
+    let page = CalleePage {
         items: page.into_iter().map(Into::into).collect(),
-        next_after,
-    }))
+        next,
+    };
+    Ok(Paged::new(&uri, page, next))
 }
 
 /// One callee with its subjects.

@@ -1,5 +1,6 @@
 //! `/v1/callees/{id}/cards`: the recorded card snapshots, with their raw bytes.
 
+use axum::extract::OriginalUri;
 use axum::extract::State;
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
@@ -12,6 +13,7 @@ use super::ApiState;
 use super::error::{ApiError, ErrorBody};
 use super::extract::page_size;
 use super::extract::{Json, Path, Query};
+use super::paging::{Paged, next_cursor};
 use crate::domain::card::signature::{KeySource, SignatureVerdict};
 use crate::domain::card::{CardSnapshot, NormalizedCard, origin_text, same_origin};
 use crate::domain::ids::{CalleeId, SnapshotId};
@@ -115,8 +117,8 @@ pub struct SkillView {
 pub struct SnapshotPage {
     /// Newest first.
     pub items: Vec<SnapshotSummary>,
-    /// Pass as `before` for the next page; absent on the last page.
-    pub next_before: Option<Uuid>,
+    /// Pass as `after` for the next page (older snapshots); absent on the last page.
+    pub next: Option<Uuid>,
 }
 
 #[derive(Debug, Deserialize, IntoParams)]
@@ -126,8 +128,8 @@ pub struct SnapshotQuery {
     /// Page size, 1 to 200 (default 50).
     #[param(minimum = 1, maximum = 200)]
     pub limit: Option<u32>,
-    /// Cursor: the `next_before` of the previous page.
-    pub before: Option<Uuid>,
+    /// Cursor: the `next` of the previous page.
+    pub after: Option<Uuid>,
 }
 
 impl From<&SignatureVerdict> for SignatureView {
@@ -258,24 +260,24 @@ pub fn card_origin(url: &str) -> String {
 pub async fn list_cards(
     State(app): State<ApiState>,
     Path(id): Path<Uuid>,
+    OriginalUri(uri): OriginalUri,
     Query(q): Query<SnapshotQuery>,
-) -> Result<Json<SnapshotPage>, ApiError> {
+) -> Result<Paged<SnapshotPage>, ApiError> {
     let callee_id = CalleeId(id);
     let limit = page_size(q.limit)?;
     let snapshots = callees::snapshots(
         &app.services.store,
         callee_id,
-        q.before.map(SnapshotId),
+        q.after.map(SnapshotId),
         limit,
     )
     .await?;
-    let next_before = (snapshots.len() == limit as usize)
-        .then(|| snapshots.last().map(|s| s.id.0))
-        .flatten();
-    Ok(Json(SnapshotPage {
+    let next = next_cursor(&snapshots, limit, |s| s.id.0);
+    let page = SnapshotPage {
         items: snapshots.iter().map(Into::into).collect(),
-        next_before,
-    }))
+        next,
+    };
+    Ok(Paged::new(&uri, page, next))
 }
 
 /// One snapshot with its raw card.

@@ -1,17 +1,19 @@
 //! `/v1/keys`: API key management (admin).
 
 use axum::Extension;
+use axum::extract::OriginalUri;
 use axum::extract::State;
 use axum::http::StatusCode;
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
-use utoipa::ToSchema;
+use utoipa::{IntoParams, ToSchema};
 use uuid::Uuid;
 
 use super::ApiState;
 use super::auth::Caller;
 use super::error::{ApiError, ErrorBody};
-use super::extract::{Json, Path};
+use super::extract::{Json, Path, Query, page_size};
+use super::paging::{Paged, next_cursor};
 use crate::domain::apikey::{ApiKey, Role};
 use crate::domain::ids::ApiKeyId;
 use crate::service::keys;
@@ -83,7 +85,21 @@ pub struct CreatedKey {
 
 #[derive(Debug, Serialize, ToSchema)]
 pub struct KeyList {
+    /// In creation order.
     pub items: Vec<KeyView>,
+    /// Pass as `after` for the next page; absent on the last page.
+    pub next: Option<Uuid>,
+}
+
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+#[serde(deny_unknown_fields)]
+pub struct KeyQuery {
+    /// Page size, 1 to 200 (default 50).
+    #[param(minimum = 1, maximum = 200)]
+    pub limit: Option<u32>,
+    /// Cursor: the `next` of the previous page.
+    pub after: Option<Uuid>,
 }
 
 impl From<ApiKey> for KeyView {
@@ -134,17 +150,25 @@ pub async fn create_key(
 
 /// List API keys (never their secrets).
 #[utoipa::path(get, path = "/v1/keys", tag = "keys",
-    security(("bearer" = ["admin"])),
+    security(("bearer" = ["admin"])), params(KeyQuery),
     responses(
         (status = 200, description = "Keys", body = KeyList),
         (status = 401, description = "No valid key", body = ErrorBody),
         (status = 403, description = "Not an admin key", body = ErrorBody),
     ))]
-pub async fn list_keys(State(app): State<ApiState>) -> Result<Json<KeyList>, ApiError> {
-    let keys = keys::list(&app.services.store).await?;
-    Ok(Json(KeyList {
+pub async fn list_keys(
+    State(app): State<ApiState>,
+    OriginalUri(uri): OriginalUri,
+    Query(q): Query<KeyQuery>,
+) -> Result<Paged<KeyList>, ApiError> {
+    let limit = page_size(q.limit)?;
+    let keys = keys::list(&app.services.store, q.after.map(ApiKeyId), limit).await?;
+    let next = next_cursor(&keys, limit, |k| k.id.0);
+    let page = KeyList {
         items: keys.into_iter().map(Into::into).collect(),
-    }))
+        next,
+    };
+    Ok(Paged::new(&uri, page, next))
 }
 
 /// Revoke an API key. It fails at once, everywhere.

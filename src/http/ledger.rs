@@ -1,5 +1,6 @@
 //! `/v1/ledger`: reading and verifying the append-only ledger.
 
+use axum::extract::OriginalUri;
 use axum::extract::State;
 use base64::Engine;
 use chrono::{DateTime, Utc};
@@ -11,6 +12,7 @@ use super::ApiState;
 use super::error::{ApiError, ErrorBody};
 use super::extract::page_size;
 use super::extract::{Json, Query};
+use super::paging::{Paged, next_cursor};
 use crate::domain::ids::CalleeId;
 use crate::domain::ledger::EventRecord;
 use crate::service::ledger::{self, VerifyReport};
@@ -70,9 +72,10 @@ impl From<EventRecord> for EventView {
 
 #[derive(Debug, Serialize, ToSchema)]
 pub struct LedgerPage {
-    pub events: Vec<EventView>,
+    /// Events in sequence order.
+    pub items: Vec<EventView>,
     /// Pass as `after` for the next page; absent on the last page.
-    pub next_after: Option<i64>,
+    pub next: Option<i64>,
 }
 
 #[derive(Debug, Serialize, ToSchema)]
@@ -146,8 +149,9 @@ impl From<VerifyReport> for VerifyView {
     ))]
 pub async fn list_ledger(
     State(app): State<ApiState>,
+    OriginalUri(uri): OriginalUri,
     Query(q): Query<LedgerQuery>,
-) -> Result<Json<LedgerPage>, ApiError> {
+) -> Result<Paged<LedgerPage>, ApiError> {
     let limit = page_size(q.limit)?;
     let after = q.after.unwrap_or(0);
     if after < 0 {
@@ -157,13 +161,12 @@ pub async fn list_ledger(
         ));
     }
     let events = ledger::page(&app.services.store, q.callee_id.map(CalleeId), after, limit).await?;
-    let next_after = (events.len() == limit as usize)
-        .then(|| events.last().map(|e| e.seq))
-        .flatten();
-    Ok(Json(LedgerPage {
-        events: events.into_iter().map(Into::into).collect(),
-        next_after,
-    }))
+    let next = next_cursor(&events, limit, |e| e.seq);
+    let page = LedgerPage {
+        items: events.into_iter().map(Into::into).collect(),
+        next,
+    };
+    Ok(Paged::new(&uri, page, next))
 }
 
 /// Walk the whole hash chain and report the first broken link, if any; check the Merkle tree,

@@ -34,6 +34,7 @@ pub mod hooks;
 pub mod keys;
 pub mod ledger;
 pub mod metrics;
+pub mod paging;
 pub mod probes;
 pub mod reports;
 pub mod status;

@@ -3,6 +3,7 @@
 use std::collections::BTreeMap;
 
 use axum::Extension;
+use axum::extract::OriginalUri;
 use axum::extract::State;
 use axum::http::StatusCode;
 use chrono::{DateTime, Utc};
@@ -16,6 +17,7 @@ use super::error::{ApiError, ErrorBody};
 use super::extract::page_size;
 use super::extract::{Json, Path, Query};
 use super::ledger::EventView;
+use super::paging::{Paged, next_cursor};
 use crate::domain::decision::CapabilityOutcome;
 use crate::domain::ids::{CalleeId, ProbeRunId};
 use crate::domain::probe::{Finding, ProbeRun, Transition};
@@ -127,7 +129,8 @@ pub struct FindingView {
 pub struct ProbeRunPage {
     /// Newest first.
     pub items: Vec<ProbeRunSummary>,
-    pub next_before: Option<Uuid>,
+    /// Pass as `after` for the next page (older runs); absent on the last page.
+    pub next: Option<Uuid>,
 }
 
 #[derive(Debug, Deserialize, IntoParams)]
@@ -137,8 +140,8 @@ pub struct ProbeQuery {
     /// Page size, 1 to 200 (default 50).
     #[param(minimum = 1, maximum = 200)]
     pub limit: Option<u32>,
-    /// Cursor: the `next_before` of the previous page.
-    pub before: Option<Uuid>,
+    /// Cursor: the `next` of the previous page.
+    pub after: Option<Uuid>,
 }
 
 fn text<T: Serialize>(value: &T) -> String {
@@ -265,24 +268,24 @@ pub async fn create_probe(
 pub async fn list_probes(
     State(app): State<ApiState>,
     Path(id): Path<Uuid>,
+    OriginalUri(uri): OriginalUri,
     Query(q): Query<ProbeQuery>,
-) -> Result<Json<ProbeRunPage>, ApiError> {
+) -> Result<Paged<ProbeRunPage>, ApiError> {
     let callee_id = CalleeId(id);
     let limit = page_size(q.limit)?;
     let runs = probe::page(
         &app.services.store,
         callee_id,
-        q.before.map(ProbeRunId),
+        q.after.map(ProbeRunId),
         limit,
     )
     .await?;
-    let next_before = (runs.len() == limit as usize)
-        .then(|| runs.last().map(|r| r.id.0))
-        .flatten();
-    Ok(Json(ProbeRunPage {
+    let next = next_cursor(&runs, limit, |r| r.id.0);
+    let page = ProbeRunPage {
         items: runs.iter().map(Into::into).collect(),
-        next_before,
-    }))
+        next,
+    };
+    Ok(Paged::new(&uri, page, next))
 }
 
 /// One probe run: status, transitions, capability results, findings, verdict, the ledger

@@ -1,6 +1,7 @@
 //! `/v1/callees/{id}/reports`: callers report lifecycle violations with their evidence.
 
 use axum::Extension;
+use axum::extract::OriginalUri;
 use axum::extract::State;
 use axum::http::StatusCode;
 use chrono::{DateTime, Utc};
@@ -13,6 +14,7 @@ use super::auth::Caller;
 use super::error::{ApiError, ErrorBody};
 use super::extract::page_size;
 use super::extract::{Json, Path, Query};
+use super::paging::{Paged, next_cursor};
 use crate::domain::ids::{CalleeId, ReportId};
 use crate::domain::report::Report;
 use crate::domain::report::Trigger;
@@ -114,7 +116,8 @@ impl From<Report> for ReportView {
 pub struct ReportPage {
     /// Newest first.
     pub items: Vec<ReportView>,
-    pub next_before: Option<Uuid>,
+    /// Pass as `after` for the next page (older reports); absent on the last page.
+    pub next: Option<Uuid>,
 }
 
 #[derive(Debug, Deserialize, IntoParams)]
@@ -124,8 +127,8 @@ pub struct ReportQuery {
     /// Page size, 1 to 200 (default 50).
     #[param(minimum = 1, maximum = 200)]
     pub limit: Option<u32>,
-    /// Cursor: the `next_before` of the previous page.
-    pub before: Option<Uuid>,
+    /// Cursor: the `next` of the previous page.
+    pub after: Option<Uuid>,
 }
 
 /// Report a lifecycle violation with its evidence.
@@ -184,22 +187,17 @@ pub async fn create_report(
 pub async fn list_reports(
     State(app): State<ApiState>,
     Path(id): Path<Uuid>,
+    OriginalUri(uri): OriginalUri,
     Query(q): Query<ReportQuery>,
-) -> Result<Json<ReportPage>, ApiError> {
+) -> Result<Paged<ReportPage>, ApiError> {
     let callee_id = CalleeId(id);
     let limit = page_size(q.limit)?;
-    let reports = reports::page(
-        &app.services.store,
-        callee_id,
-        q.before.map(ReportId),
-        limit,
-    )
-    .await?;
-    let next_before = (reports.len() == limit as usize)
-        .then(|| reports.last().map(|r| r.id.0))
-        .flatten();
-    Ok(Json(ReportPage {
+    let reports =
+        reports::page(&app.services.store, callee_id, q.after.map(ReportId), limit).await?;
+    let next = next_cursor(&reports, limit, |r| r.id.0);
+    let page = ReportPage {
         items: reports.into_iter().map(Into::into).collect(),
-        next_before,
-    }))
+        next,
+    };
+    Ok(Paged::new(&uri, page, next))
 }

@@ -1,5 +1,6 @@
 //! `/v1/jobs` and `/v1/status`: what the queue holds and whether the scheduler is alive.
 
+use axum::extract::OriginalUri;
 use axum::extract::State;
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
@@ -10,6 +11,8 @@ use super::ApiState;
 use super::error::{ApiError, ErrorBody};
 use super::extract::page_size;
 use super::extract::{Json, Query};
+use super::paging::{Paged, next_cursor};
+use crate::domain::ids::JobId;
 use crate::domain::job::{Job, JobStatus};
 use crate::runtime::schedule::Tick;
 use crate::service;
@@ -61,6 +64,8 @@ impl From<Job> for JobView {
 pub struct JobPage {
     /// Newest first.
     pub items: Vec<JobView>,
+    /// Pass as `after` for the next page (older jobs); absent on the last page.
+    pub next: Option<Uuid>,
 }
 
 #[derive(Debug, Deserialize, IntoParams)]
@@ -72,6 +77,8 @@ pub struct JobQuery {
     /// Page size, 1 to 200 (default 50).
     #[param(minimum = 1, maximum = 200)]
     pub limit: Option<u32>,
+    /// Cursor: the `next` of the previous page.
+    pub after: Option<Uuid>,
 }
 
 /// Only jobs in this state.
@@ -164,14 +171,19 @@ fn sweep(schedule: &str, tick: Option<Tick>) -> SweepView {
     ))]
 pub async fn list_jobs(
     State(app): State<ApiState>,
+    OriginalUri(uri): OriginalUri,
     Query(q): Query<JobQuery>,
-) -> Result<Json<JobPage>, ApiError> {
+) -> Result<Paged<JobPage>, ApiError> {
     let limit = page_size(q.limit)?;
     let status = q.status.map(JobStatus::from);
-    let jobs = service::status::jobs(&app.services.store, status, limit).await?;
-    Ok(Json(JobPage {
+    let jobs =
+        service::status::jobs(&app.services.store, status, q.after.map(JobId), limit).await?;
+    let next = next_cursor(&jobs, limit, |j| j.id.0);
+    let page = JobPage {
         items: jobs.into_iter().map(Into::into).collect(),
-    }))
+        next,
+    };
+    Ok(Paged::new(&uri, page, next))
 }
 
 /// The scheduler's last ticks in this process and the queue's lag.

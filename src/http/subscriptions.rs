@@ -1,5 +1,6 @@
 //! `/v1/subscriptions`: webhook subscriptions and their deliveries (admin).
 
+use axum::extract::OriginalUri;
 use axum::extract::State;
 use axum::http::StatusCode;
 use chrono::{DateTime, Utc};
@@ -11,6 +12,7 @@ use super::ApiState;
 use super::error::{ApiError, ErrorBody};
 use super::extract::{Json, Path, Query, page_size};
 use super::ledger::EventView;
+use super::paging::{Paged, next_cursor};
 use crate::domain::ids::{CalleeId, DeliveryId, SubscriptionId};
 use crate::domain::webhook::{Delivery, Subscription};
 use crate::service::webhooks::{self, NewSubscription};
@@ -85,7 +87,21 @@ impl From<Subscription> for SubscriptionWithSecret {
 
 #[derive(Debug, Serialize, ToSchema)]
 pub struct SubscriptionList {
+    /// In creation order.
     pub items: Vec<SubscriptionView>,
+    /// Pass as `after` for the next page; absent on the last page.
+    pub next: Option<Uuid>,
+}
+
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+#[serde(deny_unknown_fields)]
+pub struct SubscriptionQuery {
+    /// Page size, 1 to 200 (default 50).
+    #[param(minimum = 1, maximum = 200)]
+    pub limit: Option<u32>,
+    /// Cursor: the `next` of the previous page.
+    pub after: Option<Uuid>,
 }
 
 #[derive(Debug, Serialize, ToSchema)]
@@ -129,6 +145,8 @@ impl From<Delivery> for DeliveryView {
 pub struct DeliveryList {
     /// Newest event first.
     pub items: Vec<DeliveryView>,
+    /// Pass as `after` for the next page (older deliveries); absent on the last page.
+    pub next: Option<Uuid>,
 }
 
 /// The body of every webhook delivery (the OpenAPI `webhooks` section names it). The
@@ -172,6 +190,8 @@ pub struct DeliveryQuery {
     /// Page size, 1 to 200 (default 50).
     #[param(minimum = 1, maximum = 200)]
     pub limit: Option<u32>,
+    /// Cursor: the `next` of the previous page.
+    pub after: Option<Uuid>,
 }
 
 /// Subscribe a URL to trust changes. The signing secret is in this answer only.
@@ -199,15 +219,21 @@ pub async fn create_subscription(
 
 /// Every subscription (never their secrets).
 #[utoipa::path(get, path = "/v1/subscriptions", tag = "subscriptions",
-    security(("bearer" = ["admin"])),
+    security(("bearer" = ["admin"])), params(SubscriptionQuery),
     responses((status = 200, description = "Subscriptions", body = SubscriptionList)))]
 pub async fn list_subscriptions(
     State(app): State<ApiState>,
-) -> Result<Json<SubscriptionList>, ApiError> {
-    let items = webhooks::list(&app.services.store).await?;
-    Ok(Json(SubscriptionList {
+    OriginalUri(uri): OriginalUri,
+    Query(q): Query<SubscriptionQuery>,
+) -> Result<Paged<SubscriptionList>, ApiError> {
+    let limit = page_size(q.limit)?;
+    let items = webhooks::list(&app.services.store, q.after.map(SubscriptionId), limit).await?;
+    let next = next_cursor(&items, limit, |s| s.id.0);
+    let page = SubscriptionList {
         items: items.into_iter().map(Into::into).collect(),
-    }))
+        next,
+    };
+    Ok(Paged::new(&uri, page, next))
 }
 
 /// One subscription.
@@ -269,13 +295,18 @@ pub async fn rotate_secret(
 pub async fn list_deliveries(
     State(app): State<ApiState>,
     Path(id): Path<Uuid>,
+    OriginalUri(uri): OriginalUri,
     Query(q): Query<DeliveryQuery>,
-) -> Result<Json<DeliveryList>, ApiError> {
+) -> Result<Paged<DeliveryList>, ApiError> {
     let limit = page_size(q.limit)?;
-    let items = webhooks::deliveries(&app.services.store, SubscriptionId(id), limit).await?;
-    Ok(Json(DeliveryList {
+    let after = q.after.map(DeliveryId);
+    let items = webhooks::deliveries(&app.services.store, SubscriptionId(id), after, limit).await?;
+    let next = next_cursor(&items, limit, |d| d.id.0);
+    let page = DeliveryList {
         items: items.into_iter().map(Into::into).collect(),
-    }))
+        next,
+    };
+    Ok(Paged::new(&uri, page, next))
 }
 
 /// Send a delivery again (a failed one, say), in its turn among the subscription's deliveries.

@@ -1,6 +1,7 @@
 //! The verifiable ledger over HTTP: the registry's public keys, signed checkpoints, and RFC 9162
 //! inclusion and consistency proofs. Hashes travel as standard base64, as in the signed note.
 
+use axum::extract::OriginalUri;
 use axum::extract::State;
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
@@ -11,19 +12,20 @@ use utoipa::{IntoParams, ToSchema};
 use super::ApiState;
 use super::error::{ApiError, ErrorBody};
 use super::extract::{Json, Query, page_size};
+use super::paging::{Paged, next_cursor};
 use crate::domain::merkle::Hash;
 use crate::domain::signing::Jwks;
 use crate::service::transparency::{self, ConsistencyProof, InclusionProof, SignedCheckpoint};
 
 /// A JWK Set of Ed25519 keys.
 #[derive(Debug, Serialize, ToSchema)]
-pub struct KeySetView {
-    pub keys: Vec<KeyView>,
+pub struct JwksView {
+    pub keys: Vec<JwkView>,
 }
 
 /// One Ed25519 public key.
 #[derive(Debug, Serialize, ToSchema)]
-pub struct KeyView {
+pub struct JwkView {
     /// `OKP`.
     pub kty: String,
     /// `Ed25519`.
@@ -39,13 +41,13 @@ pub struct KeyView {
     pub use_: String,
 }
 
-impl From<Jwks> for KeySetView {
+impl From<Jwks> for JwksView {
     fn from(set: Jwks) -> Self {
         Self {
             keys: set
                 .keys
                 .into_iter()
-                .map(|k| KeyView {
+                .map(|k| JwkView {
                     kty: k.kty,
                     crv: k.crv,
                     x: k.x,
@@ -88,9 +90,10 @@ impl From<SignedCheckpoint> for CheckpointView {
 
 #[derive(Debug, Serialize, ToSchema)]
 pub struct CheckpointPage {
-    pub checkpoints: Vec<CheckpointView>,
+    /// Smallest tree first.
+    pub items: Vec<CheckpointView>,
     /// Pass as `after` for the next page; absent on the last page.
-    pub next_after: Option<u64>,
+    pub next: Option<u64>,
 }
 
 /// An RFC 9162 inclusion proof: the audit path of one leaf, its sibling first.
@@ -182,7 +185,7 @@ pub struct ConsistencyQuery {
 pub struct CheckpointsQuery {
     /// Only checkpoints of a larger tree (default 0: from the first).
     #[param(minimum = 0)]
-    pub after: Option<u64>,
+    pub after: Option<i64>,
     /// Page size, 1 to 200 (default 50).
     #[param(minimum = 1, maximum = 200)]
     pub limit: Option<u32>,
@@ -192,8 +195,8 @@ pub struct CheckpointsQuery {
 /// checkpoints and receipts.
 #[utoipa::path(get, path = "/.well-known/jwks.json", tag = "ledger",
     security(()),
-    responses((status = 200, description = "The JWK Set", body = KeySetView)))]
-pub async fn jwks(State(app): State<ApiState>) -> Json<KeySetView> {
+    responses((status = 200, description = "The JWK Set", body = JwksView)))]
+pub async fn jwks(State(app): State<ApiState>) -> Json<JwksView> {
     Json(app.services.transparency.jwks().into())
 }
 
@@ -217,18 +220,19 @@ pub async fn get_checkpoint(State(app): State<ApiState>) -> Result<Json<Checkpoi
     responses((status = 200, description = "A page of checkpoints, smallest tree first", body = CheckpointPage)))]
 pub async fn list_checkpoints(
     State(app): State<ApiState>,
+    OriginalUri(uri): OriginalUri,
     Query(q): Query<CheckpointsQuery>,
-) -> Result<Json<CheckpointPage>, ApiError> {
+) -> Result<Paged<CheckpointPage>, ApiError> {
     let limit = page_size(q.limit)?;
-    let checkpoints =
-        transparency::recorded(&app.services.store, q.after.unwrap_or(0), limit).await?;
-    let next_after = (checkpoints.len() == limit as usize)
-        .then(|| checkpoints.last().map(|c| c.tree_size))
-        .flatten();
-    Ok(Json(CheckpointPage {
-        checkpoints: checkpoints.into_iter().map(Into::into).collect(),
-        next_after,
-    }))
+    let after = u64::try_from(q.after.unwrap_or(0))
+        .map_err(|_| ApiError::bad_request("invalid_query", "after must not be negative"))?;
+    let checkpoints = transparency::recorded(&app.services.store, after, limit).await?;
+    let next = next_cursor(&checkpoints, limit, |c| c.tree_size);
+    let page = CheckpointPage {
+        items: checkpoints.into_iter().map(Into::into).collect(),
+        next,
+    };
+    Ok(Paged::new(&uri, page, next))
 }
 
 /// The RFC 9162 inclusion proof of event `seq` in the tree of `tree_size` events.

@@ -639,14 +639,16 @@ pub async fn list(
     Ok(page)
 }
 
-/// The callee registered with `card_url` (normalized as at registration), if any.
+/// The callee registered with `card_url` (normalized as at registration), if any. A string
+/// that could not be registered (not an http(s) URL) matches no callee.
 pub async fn find_by_card_url(
     store: &Store,
     card_url: &str,
 ) -> Result<Option<CalleeId>, ServiceError> {
-    let url =
-        CardUrl::parse(card_url).map_err(|e| ServiceError::Invalid(format!("card_url: {e}")))?;
-    Ok(store.callee_by_card_url(&url).await?)
+    match CardUrl::parse(card_url) {
+        Ok(url) => Ok(store.callee_by_card_url(&url).await?),
+        Err(_) => Ok(None),
+    }
 }
 
 /// A callee's card snapshots, newest first, without their raw bytes.

@@ -49,6 +49,10 @@ pub async fn revoke(
 }
 
 /// Every key, newest first (never their secrets: only hashes are stored).
-pub async fn list(store: &Store) -> Result<Vec<ApiKey>, ServiceError> {
-    Ok(store.keys().await?)
+pub async fn list(
+    store: &Store,
+    after: Option<ApiKeyId>,
+    limit: u32,
+) -> Result<Vec<ApiKey>, ServiceError> {
+    Ok(store.keys(after, limit).await?)
 }

@@ -1,6 +1,7 @@
 //! The operational view: whether the database answers, and the work queue.
 
 use super::ServiceError;
+use crate::domain::ids::JobId;
 use crate::domain::job::{Job, JobStatus, QueueStats};
 use crate::domain::time::Timestamp;
 use crate::metrics::Snapshot;
@@ -20,9 +21,10 @@ pub fn backend(store: &Store) -> &'static str {
 pub async fn jobs(
     store: &Store,
     status: Option<JobStatus>,
+    after: Option<JobId>,
     limit: u32,
 ) -> Result<Vec<Job>, ServiceError> {
-    Ok(store.jobs(status, limit).await?)
+    Ok(store.jobs(status, after, limit).await?)
 }
 
 /// The queue's counts and its oldest due job at `now`.

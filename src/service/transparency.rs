@@ -332,8 +332,10 @@ impl Transparency {
     ) -> Result<ConsistencyProof, ServiceError> {
         let head = store.tree_size().await?;
         let second = second.unwrap_or(head);
-        if second > head {
-            return Err(ahead(second, head));
+        for size in [first, second] {
+            if size > head {
+                return Err(ahead(size, head));
+            }
         }
         let plan = Plan::consistency(first, second).map_err(proof_error)?;
         let proof = self.resolve(store, &plan).await?;

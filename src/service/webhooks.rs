@@ -116,8 +116,12 @@ pub async fn create(
     Ok(subscription)
 }
 
-pub async fn list(store: &Store) -> Result<Vec<Subscription>, ServiceError> {
-    Ok(store.subscriptions().await?)
+pub async fn list(
+    store: &Store,
+    after: Option<SubscriptionId>,
+    limit: u32,
+) -> Result<Vec<Subscription>, ServiceError> {
+    Ok(store.subscriptions_page(after, limit).await?)
 }
 
 pub async fn get(store: &Store, id: SubscriptionId) -> Result<Subscription, ServiceError> {
@@ -154,10 +158,11 @@ pub async fn rotate(
 pub async fn deliveries(
     store: &Store,
     id: SubscriptionId,
+    after: Option<DeliveryId>,
     limit: u32,
 ) -> Result<Vec<Delivery>, ServiceError> {
     get(store, id).await?;
-    Ok(store.deliveries(id, limit).await?)
+    Ok(store.deliveries(id, after, limit).await?)
 }
 
 /// Sends delivery `delivery` again as soon as it is due in order.

@@ -224,20 +224,12 @@ impl Store {
         after: Option<CalleeId>,
         limit: u32,
     ) -> Result<Vec<Callee>, StoreError> {
-        // UUID v7 ids sort by creation time, so the id is the cursor. The nil UUID sorts first
-        // in both backends (uuid on Postgres, big-endian blob on SQLite).
-        let after = after.map_or(Uuid::nil(), |id| id.0);
-        let rows: Vec<CalleeRow> = dispatch!(self, |pool| {
-            sqlx::query_as(concat!(
-                "select ",
-                callee_columns!(),
-                " from callees where id > $1 order by id limit $2"
-            ))
-            .bind(after)
-            .bind(i64::from(limit))
-            .fetch_all(pool)
-            .await
-        })?;
+        let select = concat!(
+            "select ",
+            callee_columns!(),
+            " from callees where id > $1 order by id limit $2"
+        );
+        let rows: Vec<CalleeRow> = self.page_after(select, after.map(|id| id.0), limit).await?;
         rows.into_iter().map(TryInto::try_into).collect()
     }
 

@@ -366,16 +366,20 @@ impl Store {
     pub async fn jobs(
         &self,
         status: Option<JobStatus>,
+        after: Option<JobId>,
         limit: u32,
     ) -> Result<Vec<Job>, StoreError> {
+        // Ids are UUIDv7: newest first is descending id, and the cursor is the last id seen.
+        let before = after.map_or(Uuid::max(), |id| id.0);
         let rows: Vec<JobRow> = dispatch!(self, |pool| match status {
             Some(status) => {
                 sqlx::query_as(concat!(
                     "select ",
                     job_columns!(),
-                    " from jobs where status = $1 order by id desc limit $2"
+                    " from jobs where status = $1 and id < $2 order by id desc limit $3"
                 ))
                 .bind(status.as_str())
+                .bind(before)
                 .bind(i64::from(limit))
                 .fetch_all(pool)
                 .await
@@ -384,8 +388,9 @@ impl Store {
                 sqlx::query_as(concat!(
                     "select ",
                     job_columns!(),
-                    " from jobs order by id desc limit $1"
+                    " from jobs where id < $1 order by id desc limit $2"
                 ))
+                .bind(before)
                 .bind(i64::from(limit))
                 .fetch_all(pool)
                 .await

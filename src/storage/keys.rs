@@ -98,16 +98,17 @@ impl Store {
         rows.into_iter().map(TryInto::try_into).collect()
     }
 
-    pub async fn keys(&self) -> Result<Vec<ApiKey>, StoreError> {
-        let rows: Vec<KeyRow> = dispatch!(self, |pool| {
-            sqlx::query_as(concat!(
-                "select ",
-                key_columns!(),
-                " from api_keys order by id"
-            ))
-            .fetch_all(pool)
-            .await
-        })?;
+    pub async fn keys(
+        &self,
+        after: Option<ApiKeyId>,
+        limit: u32,
+    ) -> Result<Vec<ApiKey>, StoreError> {
+        let select = concat!(
+            "select ",
+            key_columns!(),
+            " from api_keys where id > $1 order by id limit $2"
+        );
+        let rows: Vec<KeyRow> = self.page_after(select, after.map(|id| id.0), limit).await?;
         rows.into_iter().map(TryInto::try_into).collect()
     }
 

@@ -155,6 +155,33 @@ fn ends_the_session(db: &dyn sqlx::error::DatabaseError) -> bool {
         .is_some_and(|pg| matches!(pg.severity(), PgSeverity::Fatal | PgSeverity::Panic))
 }
 
+impl Store {
+    /// A keyset page in creation order: the rows `select` names (it ends `where id > $1 order
+    /// by id limit $2`) after the cursor `after`. UUID v7 ids sort by creation time, and the
+    /// nil UUID sorts first in both backends (uuid on Postgres, big-endian blob on SQLite).
+    pub(crate) async fn page_after<R>(
+        &self,
+        select: &'static str,
+        after: Option<uuid::Uuid>,
+        limit: u32,
+    ) -> Result<Vec<R>, StoreError>
+    where
+        R: Send
+            + Unpin
+            + for<'r> sqlx::FromRow<'r, sqlx::postgres::PgRow>
+            + for<'r> sqlx::FromRow<'r, sqlx::sqlite::SqliteRow>,
+    {
+        let after = after.unwrap_or(uuid::Uuid::nil());
+        Ok(dispatch!(self, |pool| {
+            sqlx::query_as::<_, R>(select)
+                .bind(after)
+                .bind(i64::from(limit))
+                .fetch_all(pool)
+                .await
+        })?)
+    }
+}
+
 /// `NotFound` unless a write touched a row (an update or delete by id).
 pub(crate) fn touched(rows_affected: u64) -> Result<(), StoreError> {
     if rows_affected == 0 {

@@ -242,6 +242,22 @@ impl Store {
         Ok(())
     }
 
+    /// Subscriptions by id after `after`, at most `limit`.
+    pub async fn subscriptions_page(
+        &self,
+        after: Option<SubscriptionId>,
+        limit: u32,
+    ) -> Result<Vec<Subscription>, StoreError> {
+        let select = concat!(
+            "select ",
+            subscription_columns!(),
+            " from subscriptions where id > $1 order by id limit $2"
+        );
+        let rows: Vec<SubscriptionRow> =
+            self.page_after(select, after.map(|id| id.0), limit).await?;
+        rows.into_iter().map(TryInto::try_into).collect()
+    }
+
     pub async fn subscriptions(&self) -> Result<Vec<Subscription>, StoreError> {
         let rows: Vec<SubscriptionRow> = dispatch!(self, |pool| {
             sqlx::query_as(concat!(
@@ -318,15 +334,20 @@ impl Store {
     pub async fn deliveries(
         &self,
         subscription: SubscriptionId,
+        after: Option<DeliveryId>,
         limit: u32,
     ) -> Result<Vec<Delivery>, StoreError> {
+        // Newest event first; the cursor is the last delivery seen, compared by (seq, id).
         let rows: Vec<DeliveryRow> = dispatch!(self, |pool| {
             sqlx::query_as(concat!(
                 "select ",
                 delivery_columns!(),
-                " from deliveries where subscription_id = $1 order by seq desc, id desc limit $2"
+                " from deliveries where subscription_id = $1 and ($2 is null or (seq, id) < \
+                 (select seq, id from deliveries where id = $2)) \
+                 order by seq desc, id desc limit $3"
             ))
             .bind(subscription.0)
+            .bind(after.map(|id| id.0))
             .bind(i64::from(limit))
             .fetch_all(pool)
             .await

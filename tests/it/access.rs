@@ -382,7 +382,7 @@ async fn writes_are_attributed_to_the_key_that_made_them(db: TestDb) {
     assert_eq!(status, 201, "{report}");
     assert_eq!(report["reporter"], "key:caller-x");
     let (_, ledger) = server.get(&format!("/v1/ledger?callee_id={id}")).await;
-    let actors: Vec<&str> = ledger["events"]
+    let actors: Vec<&str> = ledger["items"]
         .as_array()
         .unwrap()
         .iter()

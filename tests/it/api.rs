@@ -6,6 +6,7 @@ use crate::support::cards::CardServer;
 use crate::support::{TestDb, TestServer, error_code, json_of, on_both_backends};
 
 on_both_backends!(
+    every_list_pages_one_way,
     create_get_and_list_callees,
     bad_requests_get_the_envelope,
     trust_query_is_validated,
@@ -54,15 +55,112 @@ async fn create_get_and_list_callees(db: TestDb) {
     assert_eq!(status, 200);
     assert_eq!(page1["items"].as_array().unwrap().len(), 3);
     assert_eq!(page1["items"][0]["id"], id.as_str());
-    let after = page1["next_after"]
-        .as_str()
-        .expect("a next page")
-        .to_string();
+    let after = page1["next"].as_str().expect("a next page").to_string();
     let (_, page2) = server
         .get(&format!("/v1/callees?limit=3&after={after}"))
         .await;
     assert_eq!(page2["items"].as_array().unwrap().len(), 1);
-    assert!(page2["next_after"].is_null());
+    assert!(page2["next"].is_null());
+    server.stop().await;
+}
+
+/// Every list: `limit` and `after` in, `items` and `next` out, and a `Link: rel="next"` to
+/// follow. Walked one item per page, each list yields every item exactly once.
+async fn every_list_pages_one_way(db: TestDb) {
+    let server = TestServer::start(db.target.clone()).await;
+    let agents = CardServer::start().await;
+    let mut callees = Vec::new();
+    for n in 0..3 {
+        let card = agents.card(&format!("Agent {n}"), &["1.0"], json!({}));
+        agents.serve_signed_card(&format!("/p/{n}/agent-card.json"), &card);
+        let created = server
+            .register(&agents.url(&format!("/p/{n}/agent-card.json")))
+            .await;
+        callees.push(created["id"].as_str().unwrap().to_string());
+    }
+    for n in 0..3 {
+        let (status, _) = server
+            .post(
+                "/v1/keys",
+                json!({"name": format!("k{n}"), "role": "reader"}),
+            )
+            .await;
+        assert_eq!(status, 201);
+        let (status, body) = server
+            .post(
+                "/v1/subscriptions",
+                json!({"url": format!("http://127.0.0.1:9/hook{n}")}),
+            )
+            .await;
+        assert_eq!(status, 201, "{body}");
+    }
+    let (_, ledger) = server.get("/v1/ledger").await;
+    let ledger_len = ledger["items"].as_array().unwrap().len();
+    let first = &callees[0];
+    for (list, expected) in [
+        ("/v1/callees".to_string(), 3),
+        ("/v1/ledger".to_string(), ledger_len),
+        (format!("/v1/ledger?callee_id={first}"), 1),
+        (format!("/v1/callees/{first}/cards"), 1),
+        ("/v1/keys".to_string(), 3),
+        ("/v1/subscriptions".to_string(), 3),
+        // Last: the probe job appends to the ledger when it runs.
+        ("/v1/jobs".to_string(), 1),
+    ] {
+        if list == "/v1/jobs" {
+            let (status, _) = server
+                .post(&format!("/v1/callees/{first}/probes"), json!({}))
+                .await;
+            assert_eq!(status, 202);
+        }
+        let sep = if list.contains('?') { '&' } else { '?' };
+        let mut url = format!("{list}{sep}limit=1");
+        let mut seen = Vec::new();
+        loop {
+            let response = server.client.get(server.url(&url)).send().await.unwrap();
+            assert_eq!(response.status(), 200, "{url}");
+            let link = response
+                .headers()
+                .get("link")
+                .map(|l| l.to_str().unwrap().to_string());
+            let page: serde_json::Value = response.json().await.unwrap();
+            let items = page["items"].as_array().expect("items");
+            assert!(page.get("next").is_some(), "{url}: {page}");
+            seen.extend(
+                items
+                    .iter()
+                    .map(|i| i.get("id").or(i.get("seq")).unwrap().to_string()),
+            );
+            let Some(link) = link else {
+                assert!(
+                    page["next"].is_null(),
+                    "{url}: a next cursor without a link"
+                );
+                break;
+            };
+            let next = page["next"].to_string().trim_matches('"').to_string();
+            assert!(
+                link.ends_with(&format!("after={next}>; rel=\"next\"")),
+                "{link}"
+            );
+            url = link
+                .trim_start_matches('<')
+                .split('>')
+                .next()
+                .unwrap()
+                .to_string();
+            assert!(url.contains("limit=1"), "the link keeps the query: {url}");
+        }
+        let mut unique = seen.clone();
+        unique.sort();
+        unique.dedup();
+        assert_eq!(unique.len(), seen.len(), "{list}: an item twice");
+        assert!(
+            seen.len() == expected,
+            "{list}: {} items, expected {expected}",
+            seen.len()
+        );
+    }
     server.stop().await;
 }
 
@@ -364,7 +462,7 @@ async fn ledger_endpoints_answer(db: TestDb) {
     let server = TestServer::start(db.target.clone()).await;
     let (status, page) = server.get("/v1/ledger").await;
     assert_eq!(status, 200);
-    assert_eq!(page["events"], json!([]));
+    assert_eq!(page["items"], json!([]));
     let (status, verify) = server.get("/v1/ledger/verify").await;
     assert_eq!(status, 200);
     assert_eq!(verify["ok"], true);

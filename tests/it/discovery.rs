@@ -43,7 +43,7 @@ async fn refused(server: &TestServer, body: Value) -> String {
     let (_, page) = server.get("/v1/callees").await;
     assert_eq!(page["items"], json!([]), "nothing stored after {body}");
     let (_, ledger) = server.get("/v1/ledger").await;
-    assert_eq!(ledger["events"], json!([]));
+    assert_eq!(ledger["items"], json!([]));
     answer["error"]["message"].as_str().unwrap().to_string()
 }
 

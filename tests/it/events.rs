@@ -52,7 +52,7 @@ async fn ledger_of(server: &TestServer, callee: &str, after: i64) -> Vec<(i64, S
             "/v1/ledger?callee_id={callee}&after={after}&limit=200"
         ))
         .await;
-    page["events"]
+    page["items"]
         .as_array()
         .unwrap()
         .iter()

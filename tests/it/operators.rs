@@ -387,11 +387,11 @@ async fn callees_are_found_by_card_url(db: TestDb) {
         .get("/v1/trust?card_url=https%3A%2F%2Fnobody.example%2F&caller_version=1.0")
         .await;
     assert_eq!((status, error_code(&body)), (404, "not_found"));
-    let (status, body) = server.get("/v1/callees?card_url=not%20a%20url").await;
+    // Not a URL anyone could have registered: it matches nothing.
+    let (status, page) = server.get("/v1/callees?card_url=not%20a%20url").await;
     assert_eq!(
-        (status, error_code(&body)),
-        (400, "invalid_request"),
-        "{body}"
+        (status, page["items"].as_array().map(Vec::len)),
+        (200, Some(0))
     );
     let (status, body) = server
         .get(&format!(

@@ -204,7 +204,7 @@ async fn a_terminal_without_timestamp_demotes_and_only_a_fresh_pass_repromotes(d
         .await;
     assert_eq!(refresh["status"], "fetched", "{refresh:#}");
     let (_, ledger) = server.get(&format!("/v1/ledger?callee_id={callee}")).await;
-    let kinds: Vec<&str> = ledger["events"]
+    let kinds: Vec<&str> = ledger["items"]
         .as_array()
         .unwrap()
         .iter()

@@ -250,7 +250,7 @@ async fn two_replicas_run_every_job_once_and_lose_none_when_one_dies() {
     let mut after = 0;
     loop {
         let page = get(format!("{}/v1/ledger?after={after}&limit=200", a.base)).await;
-        let events = page["events"].as_array().unwrap();
+        let events = page["items"].as_array().unwrap();
         for e in events {
             let key = (
                 e["callee_id"].as_str().unwrap().to_string(),
@@ -265,7 +265,7 @@ async fn two_replicas_run_every_job_once_and_lose_none_when_one_dies() {
                 _ => {}
             }
         }
-        match page["next_after"].as_i64() {
+        match page["next"].as_i64() {
             Some(n) => after = n,
             None => break,
         }
@@ -286,7 +286,7 @@ async fn two_replicas_run_every_job_once_and_lose_none_when_one_dies() {
         "promoted twice: {promoted:?}"
     );
 
-    let runs = db.store.jobs(None, 1000).await.unwrap();
+    let runs = db.store.jobs(None, None, 1000).await.unwrap();
     assert!(
         runs.iter().all(|j| j.status.as_str() != "failed"),
         "no job failed"

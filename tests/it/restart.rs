@@ -27,7 +27,7 @@ async fn restart_on_the_same_sqlite_file_keeps_callees_and_ledger() {
     assert_eq!(fetched, created);
     assert_eq!(fetched["subjects"].as_array().unwrap().len(), 2);
     let (_, ledger) = server.get("/v1/ledger").await;
-    assert_eq!(ledger["events"].as_array().unwrap().len(), 2);
+    assert_eq!(ledger["items"].as_array().unwrap().len(), 2);
     let (_, verify) = server.get("/v1/ledger/verify").await;
     assert_eq!(verify["ok"], true);
     assert_eq!(verify["checked"], 2);

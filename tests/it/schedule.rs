@@ -59,7 +59,7 @@ async fn ledger_kinds(server: &TestServer, callee: &str) -> Vec<String> {
     let (_, page) = server
         .get(&format!("/v1/ledger?callee_id={callee}&limit=200"))
         .await;
-    page["events"]
+    page["items"]
         .as_array()
         .unwrap()
         .iter()

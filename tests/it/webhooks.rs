@@ -224,7 +224,7 @@ async fn deliveries_are_signed_ordered_retried_with_one_id_and_verifiable(db: Te
     let (_, ledger) = server
         .get(&format!("/v1/ledger?callee_id={callee}&limit=200"))
         .await;
-    let announced: Vec<i64> = ledger["events"]
+    let announced: Vec<i64> = ledger["items"]
         .as_array()
         .unwrap()
         .iter()
