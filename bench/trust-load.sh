@@ -6,6 +6,7 @@
 #   bench/trust-load.sh            # 20 s per target, 2 wrk threads, 64 connections
 #   DURATION=60s CONNECTIONS=128 bench/trust-load.sh
 #   PERF=1 bench/trust-load.sh     # also a perf profile of the server during each trust run
+#   BENCH_RUST_LOG=info bench/trust-load.sh   # with the default access log (a line per request)
 #
 # What is measured: a promoted subject of a conformant fake agent, asked about by a caller holding
 # a reader key, with `requires=streaming,pushNotifications`: the key checked against memory, the
@@ -52,7 +53,7 @@ bench_backend() { # name database_url
   DATABASE_URL=$2 CARDGATE_LISTEN="127.0.0.1:$port" CARDGATE_ADMIN_TOKEN=$TOKEN \
   CARDGATE_ALLOW_NETWORKS=127.0.0.0/8 CARDGATE_PUBLIC_URL="http://127.0.0.1:$port/" \
   CARDGATE_RATE_LIMIT_PER_SEC=10000000 CARDGATE_RATE_LIMIT_BURST=10000000 \
-  CARDGATE_REFRESH_SCHEDULE="0 0 0 1 1 *" RUST_LOG=warn \
+  CARDGATE_REFRESH_SCHEDULE="0 0 0 1 1 *" RUST_LOG="${BENCH_RUST_LOG:-warn}" \
     "$BIN/cardgate" serve > "$WORK/$1.log" 2>&1 &
   server=$!
   pids+=($!)
