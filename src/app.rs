@@ -10,7 +10,7 @@ use anyhow::Context;
 use tokio::net::TcpListener;
 
 use crate::domain::time::SystemClock;
-use crate::http::{self, ApiState, HttpLimits};
+use crate::http::{self, ApiContext, ApiState, HttpLimits};
 use crate::metrics::Metrics;
 use crate::remote::{Outbound, OutboundSettings};
 use crate::runtime::schedule::{self, ScheduleSettings, Ticks};
@@ -180,7 +180,7 @@ impl App {
     ) -> anyhow::Result<()> {
         let schedule = Arc::new(self.settings.schedule.clone());
         let stop = tokio_util::sync::CancellationToken::new();
-        let api = ApiState {
+        let api = ApiState::new(ApiContext {
             services: self.services.clone(),
             schedule: schedule.clone(),
             ticks: self.ticks.clone(),
@@ -189,7 +189,7 @@ impl App {
             stopping: stop.clone(),
             metrics: self.metrics.clone(),
             metrics_enabled: self.settings.metrics,
-        };
+        });
         let router = http::router(api, &self.settings.http, &self.settings.auth)?;
         let addr = listener.local_addr()?;
         tracing::info!(%addr, database = self.services.store.backend(), "cardgate listening on http://{addr}");

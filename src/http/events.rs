@@ -162,7 +162,7 @@ pub async fn stream_events(
             retry_after_secs: 1,
         })?;
     let stopping = app.stopping.clone();
-    let events = events::follow(app.services, filter, after)
+    let events = events::follow(app.services.clone(), filter, after)
         .map(move |item| {
             // The slot is held as long as the stream is.
             let _open = &slot;
