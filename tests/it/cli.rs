@@ -43,7 +43,10 @@ async fn probe_exits_1_when_not_and_says_why_in_json() {
     let agent = FakeAgent::start(FakeAgentConfig::default(), Behaviour::TwoTerminalEvents)
         .await
         .unwrap();
-    let out = cardgate_probe(&[&agent.origin(), "--json"]).await;
+    let dir = tempfile::tempdir().unwrap();
+    let junit = dir.path().join("probe.xml");
+    let junit_arg = junit.display().to_string();
+    let out = cardgate_probe(&[&agent.origin(), "--json", "--junit", &junit_arg]).await;
     assert_eq!(
         out.status.code(),
         Some(1),
@@ -56,6 +59,18 @@ async fn probe_exits_1_when_not_and_says_why_in_json() {
     assert_eq!(subject["would_promote"], false);
     assert_eq!(subject["verdict"]["triggers"][0][0], "terminal");
     assert_eq!(report["signature"]["status"], "verified");
+
+    // The JUnit file has one case per finding, and the failed finding fails its case.
+    let xml = std::fs::read_to_string(&junit).expect("--junit writes the file");
+    let findings = subject["findings"].as_array().unwrap();
+    assert_eq!(xml.matches("<testcase ").count(), findings.len(), "{xml}");
+    let failed = findings.iter().filter(|f| f["status"] == "fail").count();
+    assert!(failed >= 1);
+    assert_eq!(xml.matches("<failure ").count(), failed, "{xml}");
+    assert!(
+        xml.contains(r#"<testcase classname="cardgate.probe.1.0" name="LC-SINGLE-TERMINAL">"#),
+        "{xml}"
+    );
 }
 
 #[tokio::test]
