@@ -63,14 +63,18 @@ impl TryFrom<CheckpointRow> for CheckpointRecord {
     }
 }
 
-/// Growing the tree inside an open write transaction (which holds the ledger lock).
-pub(crate) trait GrowTree {
+/// Reading the tree, on any connection: in the append transaction, or on its own (nodes never
+/// change once written, so a read outside a transaction needs no snapshot).
+pub(crate) trait ReadTree {
     /// Leaves in the tree.
     async fn tree_size(&mut self) -> Result<u64, StoreError>;
 
     /// The stored nodes among `ids`.
     async fn read_nodes(&mut self, ids: &[NodeId]) -> Result<HashMap<NodeId, Hash>, StoreError>;
+}
 
+/// Growing the tree inside an open write transaction (which holds the ledger lock).
+pub(crate) trait GrowTree: ReadTree {
     /// Adds the leaves of events `tree_size + 1 ..= upto`, read from the ledger (a database
     /// from before the tree existed); returns the frontier at `upto`.
     async fn extend_tree(&mut self, upto: u64) -> Result<Frontier, StoreError>;
@@ -80,9 +84,9 @@ pub(crate) trait GrowTree {
     async fn grow_tree(&mut self, appended: &[EventRecord]) -> Result<(), StoreError>;
 }
 
-macro_rules! impl_grow_tree {
-    ($db:ty) => {
-        impl GrowTree for sqlx::Transaction<'static, $db> {
+macro_rules! impl_read_tree {
+    ($conn:ty, $db:ty) => {
+        impl ReadTree for $conn {
             async fn tree_size(&mut self) -> Result<u64, StoreError> {
                 let (size,): (i64,) = sqlx::query_as(
                     "select coalesce(max(idx) + 1, 0) from merkle_nodes where level = 0",
@@ -124,7 +128,13 @@ macro_rules! impl_grow_tree {
                 }
                 Ok(nodes)
             }
+        }
+    };
+}
 
+macro_rules! impl_grow_tree {
+    ($db:ty) => {
+        impl GrowTree for sqlx::Transaction<'static, $db> {
             async fn extend_tree(&mut self, upto: u64) -> Result<Frontier, StoreError> {
                 let size = self.tree_size().await?;
                 if size > upto {
@@ -199,29 +209,23 @@ trait WriteNodes {
     async fn write_nodes(&mut self, nodes: &[(NodeId, Hash)]) -> Result<(), StoreError>;
 }
 
+impl_read_tree!(sqlx::Transaction<'static, sqlx::Postgres>, sqlx::Postgres);
+impl_read_tree!(sqlx::Transaction<'static, sqlx::Sqlite>, sqlx::Sqlite);
+impl_read_tree!(sqlx::pool::PoolConnection<sqlx::Postgres>, sqlx::Postgres);
+impl_read_tree!(sqlx::pool::PoolConnection<sqlx::Sqlite>, sqlx::Sqlite);
 impl_grow_tree!(sqlx::Postgres);
 impl_grow_tree!(sqlx::Sqlite);
 
 impl Store {
     /// Leaves in the tree.
     pub async fn tree_size(&self) -> Result<u64, StoreError> {
-        dispatch!(self, |pool| {
-            let mut tx = pool.begin().await?;
-            let size = tx.tree_size().await?;
-            tx.commit().await?;
-            Ok(size)
-        })
+        dispatch!(self, |pool| pool.acquire().await?.tree_size().await)
     }
 
     /// The stored nodes among `ids`. Nodes never change once written, so no snapshot is
     /// needed as long as every id lies within a tree size already read.
     pub async fn merkle_nodes(&self, ids: &[NodeId]) -> Result<HashMap<NodeId, Hash>, StoreError> {
-        dispatch!(self, |pool| {
-            let mut tx = pool.begin().await?;
-            let nodes = tx.read_nodes(ids).await?;
-            tx.commit().await?;
-            Ok(nodes)
-        })
+        dispatch!(self, |pool| pool.acquire().await?.read_nodes(ids).await)
     }
 
     /// Adds the leaves the tree lacks for events already in the ledger (a database from
