@@ -5,8 +5,12 @@
 //! `cargo run --release --example bench-ledger -- [events]`
 //! `BENCH_DATABASE_URL=postgres://postgres@127.0.0.1:5432/postgres cargo run --release --example bench-ledger`
 //!
-//! Only `Store::append` is needed for the append figures, so the same file builds on a commit
+//! Only `Store::append` is needed for the append figures, so the same file (with
+//! `examples/support/bench_db.rs`, and its proof part stubbed out) builds on a commit
 //! from before the tree (BENCH_NO_TREE=1 skips the proof part): the "without" column.
+
+#[path = "support/bench_db.rs"]
+mod bench_db;
 
 use std::time::{Duration, Instant};
 
@@ -15,7 +19,7 @@ use cardgate::domain::capability::Capability;
 use cardgate::domain::ids::{CalleeId, SnapshotId};
 use cardgate::domain::ledger::{EventBody, NewEvent};
 use cardgate::domain::version::ProtocolVersion;
-use cardgate::storage::{DatabaseTarget, PoolSettings, Store};
+use cardgate::storage::{PoolSettings, Store};
 
 /// Subjects the events are spread over.
 const CALLEES: usize = 100;
@@ -53,21 +57,8 @@ async fn main() -> anyhow::Result<()> {
         .and_then(|s| s.parse().ok())
         .unwrap_or(1_000_000);
     let work = tempfile::tempdir()?;
-    let (target, pg) = match std::env::var("BENCH_DATABASE_URL") {
-        Ok(admin) => {
-            let name = format!("cardgate_ledgerbench_{}", std::process::id());
-            let mut conn = <sqlx::PgConnection as sqlx::Connection>::connect(&admin).await?;
-            sqlx::query(sqlx::AssertSqlSafe(format!("create database {name}")))
-                .execute(&mut conn)
-                .await?;
-            let url = format!(
-                "{}/{name}",
-                admin.rsplit_once('/').map_or(admin.as_str(), |p| p.0)
-            );
-            (DatabaseTarget::Postgres(url), Some((admin, name)))
-        }
-        Err(_) => (DatabaseTarget::Sqlite(work.path().join("bench.db")), None),
-    };
+    let db = bench_db::BenchDb::open("cardgate_ledgerbench", work.path()).await?;
+    let target = db.target.clone();
     println!("backend: {target:?}, {events} events");
     let store = Store::connect(&target, &PoolSettings::default()).await?;
     store.migrate().await?;
@@ -137,14 +128,7 @@ async fn main() -> anyhow::Result<()> {
     }
 
     store.close().await;
-    if let Some((admin, name)) = pg {
-        let mut conn = <sqlx::PgConnection as sqlx::Connection>::connect(&admin).await?;
-        sqlx::query(sqlx::AssertSqlSafe(format!(
-            "drop database {name} with (force)"
-        )))
-        .execute(&mut conn)
-        .await?;
-    }
+    db.drop_database().await?;
     Ok(())
 }
 

@@ -8,6 +8,9 @@
 //! `cargo run --release --example bench-webhooks -- [subscriptions]`
 //! `BENCH_DATABASE_URL=postgres://postgres@127.0.0.1:5432/postgres cargo run --release --example bench-webhooks`
 
+#[path = "support/bench_db.rs"]
+mod bench_db;
+
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -18,7 +21,6 @@ use axum::routing::post;
 use cardgate::app::{App, Settings};
 use cardgate::fake_agent::{Behaviour, FakeAgent, FakeAgentConfig};
 use cardgate::remote::NetworkPolicy;
-use cardgate::storage::DatabaseTarget;
 use chrono::{DateTime, Utc};
 use serde_json::{Value, json};
 
@@ -38,21 +40,8 @@ async fn main() -> anyhow::Result<()> {
         .and_then(|s| s.parse().ok())
         .unwrap_or(1000);
     let work = tempfile::tempdir()?;
-    let (target, pg) = match std::env::var("BENCH_DATABASE_URL") {
-        Ok(admin) => {
-            let name = format!("cardgate_whbench_{}", std::process::id());
-            let mut conn = <sqlx::PgConnection as sqlx::Connection>::connect(&admin).await?;
-            sqlx::query(sqlx::AssertSqlSafe(format!("create database {name}")))
-                .execute(&mut conn)
-                .await?;
-            let url = format!(
-                "{}/{name}",
-                admin.rsplit_once('/').map_or(admin.as_str(), |p| p.0)
-            );
-            (DatabaseTarget::Postgres(url), Some((admin, name)))
-        }
-        Err(_) => (DatabaseTarget::Sqlite(work.path().join("bench.db")), None),
-    };
+    let db = bench_db::BenchDb::open("cardgate_whbench", work.path()).await?;
+    let target = db.target.clone();
     println!("backend: {target:?}, {subscriptions} subscriptions");
 
     // The receiver.
@@ -135,13 +124,6 @@ async fn main() -> anyhow::Result<()> {
     );
     let _ = stop.send(());
     server.await??;
-    if let Some((admin, name)) = pg {
-        let mut conn = <sqlx::PgConnection as sqlx::Connection>::connect(&admin).await?;
-        sqlx::query(sqlx::AssertSqlSafe(format!(
-            "drop database if exists {name} with (force)"
-        )))
-        .execute(&mut conn)
-        .await?;
-    }
+    db.drop_database().await?;
     Ok(())
 }
