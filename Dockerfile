@@ -9,8 +9,10 @@ RUN apt-get update && apt-get install -y --no-install-recommends pkg-config libs
 
 # Dependencies first, in their own layer: built against stub sources, so that a change to
 # cardgate's own code does not rebuild the several hundred crates below it. Only a change to
-# Cargo.toml or Cargo.lock invalidates this layer.
-COPY Cargo.toml Cargo.lock ./
+# Cargo.toml or Cargo.lock invalidates this layer (or the gRPC .proto, whose generated code
+# the build script writes; protoc itself comes from crates.io, so no system compiler).
+COPY Cargo.toml Cargo.lock build.rs ./
+COPY proto ./proto
 RUN mkdir -p src benches \
     && echo 'fn main() {}' > src/main.rs \
     && touch src/lib.rs \

@@ -85,7 +85,7 @@ async fn main() -> anyhow::Result<()> {
     let version = ProtocolVersion::new(1, 0);
     let once = || async {
         let out = probe_interface(
-            &outbound, &settings, &card, version, &script, None, &NoInbox, &Quiet,
+            &outbound, &settings, &card, version, None, &script, None, &NoInbox, &Quiet,
         )
         .await
         .expect("probe ran");

@@ -37,6 +37,9 @@ struct Args {
     /// Bytes of padding in every Task it answers with (a hostile agent's huge bodies).
     #[arg(long, default_value_t = 0)]
     padding_bytes: usize,
+    /// Offer v1.0 over gRPC (on the same port as the card) instead of JSON-RPC.
+    #[arg(long)]
+    grpc: bool,
 }
 
 #[tokio::main]
@@ -60,6 +63,7 @@ async fn main() -> std::io::Result<()> {
         public_origin: None,
         padding: args.padding_bytes,
         tenant: None,
+        grpc: args.grpc,
     };
     let agent = FakeAgent::start_on(&args.listen, config, args.behaviour).await?;
     println!(

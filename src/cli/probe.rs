@@ -19,6 +19,7 @@ use serde_json::{Value, json};
 
 use super::junit;
 use crate::config::{OutboundArgs, with_trailing_slash};
+use crate::domain::binding::Binding;
 use crate::domain::callee::CardUrl;
 use crate::domain::card::{Assessment, NormalizedCard};
 use crate::domain::decision::CapabilityOutcome;
@@ -41,6 +42,11 @@ pub struct ProbeArgs {
     /// Probe only this `Major.Minor` (default: every version the card offers).
     #[arg(long = "version", value_name = "MAJOR.MINOR")]
     pub protocol_version: Option<String>,
+
+    /// Probe over this binding (`jsonrpc`, `http+json` or `grpc`) instead of the one cardgate
+    /// prefers when a version is offered over several (JSON-RPC first).
+    #[arg(long, value_name = "BINDING")]
+    pub binding: Option<Binding>,
 
     /// Print the report as JSON on stdout.
     #[arg(long)]
@@ -191,6 +197,7 @@ async fn run_inner(args: ProbeArgs) -> Result<ExitCode, String> {
             &settings,
             &card,
             version,
+            args.binding,
             &script,
             push,
             &webhook.inbox,
@@ -375,7 +382,7 @@ fn print_json(url: &str, assessment: &Assessment, reports: &[(ProtocolVersion, R
         .map(|(version, report)| match report {
             Ok(o) => json!({
                 "protocol_version": version.to_string(),
-                "interface": o.interface.url, "wire": o.wire.as_str(),
+                "interface": o.interface.url, "binding": o.interface.binding, "wire": o.wire.as_str(),
                 "would_promote": o.judgement.verdict.passed,
                 "verdict": o.judgement.verdict,
                 "capabilities": o.judgement.capabilities,

@@ -15,7 +15,7 @@ use super::extract::page_size;
 use super::extract::{Json, Path, Query};
 use super::paging::{Paged, next_cursor};
 use crate::domain::card::signature::{KeySource, SignatureVerdict};
-use crate::domain::card::{CardSnapshot, NormalizedCard, origin_text, same_origin};
+use crate::domain::card::{CardSnapshot, NormalizedCard, origin_text};
 use crate::domain::ids::{CalleeId, SnapshotId};
 use crate::service::callees;
 
@@ -211,7 +211,7 @@ fn card_view(card: &NormalizedCard, card_url: &str) -> CardView {
                 protocol_binding: i.binding.clone(),
                 protocol_version: i.version.to_string(),
                 tenant: i.tenant.clone(),
-                same_origin: base.as_ref().is_some_and(|b| same_origin(b, &i.url)),
+                same_origin: base.as_ref().is_some_and(|b| i.same_origin_as(b)),
                 advertised: card
                     .advertised_for(i.version)
                     .iter()

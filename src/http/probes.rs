@@ -18,6 +18,7 @@ use super::extract::page_size;
 use super::extract::{Json, Path, Query};
 use super::ledger::EventView;
 use super::paging::{Paged, next_cursor};
+use crate::domain::binding::Binding;
 use crate::domain::decision::CapabilityOutcome;
 use crate::domain::ids::{CalleeId, ProbeRunId};
 use crate::domain::probe::{Finding, ProbeRun, Transition};
@@ -30,6 +31,10 @@ pub struct ProbeRequest {
     /// The subject's `Major.Minor`; required when the callee offers several.
     #[schema(example = "1.0", pattern = r"^[0-9]{1,4}\.[0-9]{1,4}$")]
     pub protocol_version: Option<String>,
+    /// Probe the interface over this binding (`JSONRPC`, `HTTP+JSON` or `GRPC`, any case)
+    /// instead of the one cardgate prefers; the newest card must offer it for the version.
+    #[schema(value_type = Option<String>, example = "GRPC")]
+    pub binding: Option<Binding>,
 }
 
 /// A probe run, without its evidence.
@@ -46,8 +51,10 @@ pub struct ProbeRunSummary {
     pub started_at: Option<DateTime<Utc>>,
     pub finished_at: Option<DateTime<Utc>>,
     pub interface_url: Option<String>,
-    /// `json-rpc-v1`, `json-rpc-v03` or `rest-v1`.
+    /// `json-rpc-v1`, `json-rpc-v03`, `rest-v1` or `grpc-v1`.
     pub wire: Option<String>,
+    /// The binding the requester asked for; absent when cardgate chose (JSON-RPC first).
+    pub binding: Option<String>,
     /// Whether the cycle passed (finished runs only).
     pub passed: Option<bool>,
     pub error: Option<String>,
@@ -165,6 +172,7 @@ impl From<&ProbeRun> for ProbeRunSummary {
             finished_at: r.finished_at(),
             interface_url: r.start().map(|s| s.interface_url.clone()),
             wire: r.start().map(|s| s.wire.clone()),
+            binding: r.binding.map(|b| b.as_str().to_string()),
             passed: r.passed(),
             error: r.abort_reason().map(str::to_string),
         }
@@ -226,7 +234,7 @@ impl From<&CapabilityOutcome> for CapabilityView {
         (status = 202, description = "Queued; poll GET /v1/probes/{id}", body = ProbeRunSummary),
         (status = 400, description = "Malformed body, or a version is needed", body = ErrorBody),
         (status = 404, description = "No such callee", body = ErrorBody),
-        (status = 409, description = "A probe of this subject is queued or running (named), or its card is untrusted", body = ErrorBody),
+        (status = 409, description = "A probe of this subject is queued or running (named), its card is untrusted, or it offers no interface over the binding asked for", body = ErrorBody),
     ))]
 pub async fn create_probe(
     State(app): State<ApiState>,
@@ -245,6 +253,7 @@ pub async fn create_probe(
         &app.services.store,
         CalleeId(id),
         version,
+        body.binding,
         "operator",
         &caller.actor(),
         app.services.now(),

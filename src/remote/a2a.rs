@@ -1,7 +1,9 @@
-//! An evidence-first A2A client: v1.0 JSON-RPC, v0.3 JSON-RPC and v1.0 HTTP+JSON, chosen by
-//! the subject's version and the card's interface. Every request and response body, every SSE
-//! frame with its receive time, and the headers that matter are kept in a transcript; nothing
-//! is parsed strictly here (that is `domain::probe::events`'s lenient job).
+//! An evidence-first A2A client: v1.0 JSON-RPC, v0.3 JSON-RPC, v1.0 HTTP+JSON and v1.0 gRPC,
+//! chosen by the subject's version and the card's interface. Every request and response body,
+//! every stream event with its receive time, and the headers (or gRPC status and metadata)
+//! that matter are kept in a transcript; gRPC messages are kept as their proto3 JSON mapping,
+//! so every binding reads alike. Nothing is parsed strictly here (that is
+//! `domain::probe::events`'s lenient job).
 
 use std::time::Duration;
 
@@ -11,7 +13,8 @@ use serde_json::{Value, json};
 use tokio::time::Instant;
 use url::Url;
 
-use super::sse::{Frame, SseLimits, SseReader};
+use super::grpc::{self, CallStatus, GrpcEvents, GrpcTransport, Reply, StreamBounds};
+use super::sse::{Frame, SseLimits, SseReader, StreamStop};
 use super::{FetchError, Outbound, read_capped};
 use crate::domain::time::{self, Timestamp};
 use crate::domain::version::ProtocolVersion;
@@ -26,6 +29,8 @@ pub enum Wire {
     JsonRpcV03,
     /// v1.0 HTTP+JSON: `POST /message:send`….
     RestV1,
+    /// v1.0 gRPC: `lf.a2a.v1.A2AService/SendMessage`…, `a2a-version` metadata on every call.
+    GrpcV1,
 }
 
 impl Wire {
@@ -34,6 +39,7 @@ impl Wire {
             Wire::JsonRpcV1 => "json-rpc-v1",
             Wire::JsonRpcV03 => "json-rpc-v03",
             Wire::RestV1 => "rest-v1",
+            Wire::GrpcV1 => "grpc-v1",
         }
     }
 
@@ -43,6 +49,7 @@ impl Wire {
             (true, "JSONRPC") => Some(Self::JsonRpcV03),
             (false, "JSONRPC") => Some(Self::JsonRpcV1),
             (false, "HTTP+JSON") => Some(Self::RestV1),
+            (false, "GRPC") => Some(Self::GrpcV1),
             _ => None,
         }
     }
@@ -103,6 +110,10 @@ pub struct Exchange {
     pub response: Option<Value>,
     pub frames: Vec<FrameRecord>,
     pub error: Option<String>,
+    /// gRPC only: the call's status and the metadata that came with it (headers on success,
+    /// trailers on errors); `status` and `content_type` stay empty on this binding.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub grpc: Option<CallStatus>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -127,7 +138,7 @@ pub enum Answer {
 pub enum Streamed {
     Events {
         call: u32,
-        reader: Box<SseReader>,
+        reader: Box<EventReader>,
         content_type: Option<String>,
     },
     /// Not an event stream: the plain answer instead.
@@ -151,8 +162,29 @@ pub struct Outgoing<'a> {
     pub webhook: Option<(&'a str, &'a str)>,
 }
 
+/// The events of an open stream, whichever binding carries them.
+pub enum EventReader {
+    Sse(SseReader),
+    Grpc {
+        events: GrpcEvents,
+        bounds: StreamBounds,
+    },
+}
+
+impl EventReader {
+    /// The next event, or why there is none.
+    pub async fn next(&mut self) -> Result<Frame, StreamStop> {
+        match self {
+            EventReader::Sse(reader) => reader.next().await,
+            EventReader::Grpc { events, bounds } => events.next(*bounds).await,
+        }
+    }
+}
+
 pub struct A2aClient {
     outbound: Outbound,
+    /// The gRPC channel (gRPC wire only), or why there is none.
+    grpc: Option<Result<GrpcTransport, String>>,
     url: Url,
     wire: Wire,
     /// Sent as `A2A-Version` on v1.x wires: the subject's `Major.Minor`.
@@ -174,10 +206,14 @@ impl A2aClient {
         version: ProtocolVersion,
         limits: CallLimits,
     ) -> Self {
+        let grpc = (wire == Wire::GrpcV1).then(|| {
+            GrpcTransport::new(&outbound, &url, &version.to_string()).map_err(|e| e.to_string())
+        });
         let version =
             HeaderValue::from_str(&version.to_string()).unwrap_or(HeaderValue::from_static("1.0"));
         Self {
             version,
+            grpc,
             outbound,
             url,
             wire,
@@ -274,7 +310,7 @@ impl A2aClient {
                 "kind": "message", "messageId": uuid::Uuid::new_v4().to_string(), "role": "user",
                 "parts": [{"kind": "text", "text": out.text}],
             }),
-            Wire::JsonRpcV1 | Wire::RestV1 => json!({
+            Wire::JsonRpcV1 | Wire::RestV1 | Wire::GrpcV1 => json!({
                 "messageId": uuid::Uuid::new_v4().to_string(), "role": "ROLE_USER", "parts": [{"text": out.text}],
             }),
         };
@@ -286,7 +322,9 @@ impl A2aClient {
         }
         let mut configuration = match self.wire {
             Wire::JsonRpcV03 => json!({ "blocking": !out.non_blocking }),
-            Wire::JsonRpcV1 | Wire::RestV1 => json!({ "returnImmediately": out.non_blocking }),
+            Wire::JsonRpcV1 | Wire::RestV1 | Wire::GrpcV1 => {
+                json!({ "returnImmediately": out.non_blocking })
+            }
         };
         if let Some((url, token)) = out.webhook {
             let config = json!({ "url": url, "token": token });
@@ -294,7 +332,7 @@ impl A2aClient {
                 // v0.3 `MessageSendConfiguration.pushNotificationConfig`.
                 Wire::JsonRpcV03 => configuration["pushNotificationConfig"] = config,
                 // v1.0 `SendMessageConfiguration.taskPushNotificationConfig` (taskId left empty).
-                Wire::JsonRpcV1 | Wire::RestV1 => {
+                Wire::JsonRpcV1 | Wire::RestV1 | Wire::GrpcV1 => {
                     configuration["taskPushNotificationConfig"] = config
                 }
             }
@@ -349,7 +387,7 @@ impl A2aClient {
             Wire::JsonRpcV03 => {
                 json!({ "taskId": task_id, "pushNotificationConfig": { "url": url, "token": token } })
             }
-            Wire::JsonRpcV1 | Wire::RestV1 => {
+            Wire::JsonRpcV1 | Wire::RestV1 | Wire::GrpcV1 => {
                 json!({ "taskId": task_id, "url": url, "token": token })
             }
         };
@@ -383,6 +421,9 @@ impl A2aClient {
     /// SendStreamingMessage / message/stream. The caller reads the frames within `deadline`.
     pub async fn stream(&mut self, step: &str, out: &Outgoing<'_>, deadline: Instant) -> Streamed {
         let params = self.message(out);
+        if self.wire == Wire::GrpcV1 {
+            return self.stream_grpc(step, params, deadline).await;
+        }
         let (call, request) = match self.build(step, &Op::Stream, params) {
             Ok(built) => built,
             Err(answer) => {
@@ -435,8 +476,140 @@ impl A2aClient {
         };
         Streamed::Events {
             call,
-            reader: Box::new(SseReader::new(response, limits)),
+            reader: Box::new(EventReader::Sse(SseReader::new(response, limits))),
             content_type,
+        }
+    }
+
+    /// `SendStreamingMessage` over gRPC: the stream once its response headers arrived, or
+    /// the status that refused it, within the call timeout.
+    async fn stream_grpc(&mut self, step: &str, params: Value, deadline: Instant) -> Streamed {
+        let method = format!("{}/SendStreamingMessage", grpc::SERVICE);
+        let call = self.open_exchange(step, method, self.url.to_string(), Some(&params));
+        let started = Instant::now();
+        let transport = match self.grpc_transport() {
+            Ok(t) => t,
+            Err(e) => {
+                self.finish(call, started, None, None, None, Some(e.clone()));
+                return Self::plain(call, Answer::Broken(e));
+            }
+        };
+        let timeout = self.call_timeout();
+        let opened = tokio::time::timeout(
+            timeout,
+            transport.stream(&params, self.limits.max_event_bytes),
+        )
+        .await;
+        match opened {
+            Err(_) => {
+                let e = self.no_answer(timeout);
+                self.finish(call, started, None, None, None, Some(e.clone()));
+                Self::plain(call, Answer::Broken(e))
+            }
+            Ok(Err(reply)) => {
+                let answer = self.grpc_finish(call, started, reply);
+                Self::plain(call, answer)
+            }
+            Ok(Ok((events, status))) => {
+                let content_type = status.metadata.get("content-type").cloned();
+                self.finish(call, started, None, content_type.clone(), None, None);
+                self.set_grpc_status(call, status);
+                let bounds = StreamBounds {
+                    max_events: self.limits.max_events,
+                    idle: self.limits.idle,
+                    deadline,
+                };
+                Streamed::Events {
+                    call,
+                    reader: Box::new(EventReader::Grpc { events, bounds }),
+                    content_type,
+                }
+            }
+        }
+    }
+
+    /// A stream that never opened: the answer in its place.
+    fn plain(call: u32, answer: Answer) -> Streamed {
+        Streamed::Plain {
+            call,
+            content_type: None,
+            answer,
+        }
+    }
+
+    fn grpc_transport(&self) -> Result<GrpcTransport, String> {
+        match &self.grpc {
+            Some(Ok(t)) => Ok(t.clone()),
+            Some(Err(e)) => Err(e.clone()),
+            None => Err("no gRPC channel on this wire".into()),
+        }
+    }
+
+    fn no_answer(&self, timeout: Duration) -> String {
+        if timeout < self.limits.timeout {
+            "no answer before the probe cycle's deadline".to_string()
+        } else {
+            format!("no answer within {} s", timeout.as_secs())
+        }
+    }
+
+    /// A unary gRPC call, recorded like any exchange.
+    async fn call_grpc(&mut self, step: &str, op: &Op, params: Value) -> (u32, Answer) {
+        let method = op.grpc_method();
+        let name = format!("{}/{}", grpc::SERVICE, method.name());
+        let call = self.open_exchange(step, name, self.url.to_string(), Some(&params));
+        let started = Instant::now();
+        let transport = match self.grpc_transport() {
+            Ok(t) => t,
+            Err(e) => {
+                self.finish(call, started, None, None, None, Some(e.clone()));
+                return (call, Answer::Broken(e));
+            }
+        };
+        let timeout = self.call_timeout();
+        let max = self.limits.max_body;
+        match tokio::time::timeout(timeout, transport.unary(method, &params, max)).await {
+            Ok(reply) => {
+                let answer = self.grpc_finish(call, started, reply);
+                (call, answer)
+            }
+            Err(_) => {
+                let e = self.no_answer(timeout);
+                self.finish(call, started, None, None, None, Some(e.clone()));
+                (call, Answer::Broken(e))
+            }
+        }
+    }
+
+    /// Records how a gRPC call ended and turns it into the probe's answer.
+    fn grpc_finish(&mut self, call: u32, started: Instant, reply: Reply) -> Answer {
+        match reply {
+            Reply::Message(body, status) => {
+                let content_type = status.metadata.get("content-type").cloned();
+                self.finish(call, started, None, content_type, Some(body.clone()), None);
+                self.set_grpc_status(call, status);
+                Answer::Result(body)
+            }
+            Reply::Status(status) => {
+                let answer = Answer::Error {
+                    code: i64::from(status.code),
+                    message: format!("gRPC {}: {}", status.status, status.message),
+                };
+                let error = format!("gRPC status {} {}", status.status, status.message);
+                self.finish(call, started, None, None, None, Some(error));
+                self.set_grpc_status(call, status);
+                answer
+            }
+            Reply::Unsendable(e) => {
+                self.finish(call, started, None, None, None, Some(e.clone()));
+                Answer::Broken(e)
+            }
+        }
+    }
+
+    fn set_grpc_status(&mut self, call: u32, status: CallStatus) {
+        if let Some(ex) = self.transcript.iter_mut().find(|e| e.call == call) {
+            ex.grpc = Some(status);
         }
     }
 
@@ -493,6 +666,9 @@ impl A2aClient {
     }
 
     async fn call(&mut self, step: &str, op: Op, params: Value) -> (u32, Answer) {
+        if self.wire == Wire::GrpcV1 {
+            return self.call_grpc(step, &op, params).await;
+        }
         let (call, request) = match self.build(step, &op, params) {
             Ok(built) => built,
             Err(answer) => return (self.next_call - 1, answer),
@@ -541,13 +717,12 @@ impl A2aClient {
         op: &Op,
         params: Value,
     ) -> Result<(u32, reqwest::RequestBuilder), Answer> {
-        let call = self.next_call;
-        self.next_call += 1;
         let (method, url, body, http_method) = match self.wire {
-            Wire::JsonRpcV1 | Wire::JsonRpcV03 => {
+            Wire::JsonRpcV1 | Wire::JsonRpcV03 | Wire::GrpcV1 => {
                 let method = op.jsonrpc_method(self.wire);
-                let body =
-                    json!({ "jsonrpc": "2.0", "id": call + 1, "method": method, "params": params });
+                let body = json!({
+                    "jsonrpc": "2.0", "id": self.next_call + 1, "method": method, "params": params,
+                });
                 (
                     method.to_string(),
                     self.url.clone(),
@@ -558,30 +733,17 @@ impl A2aClient {
             Wire::RestV1 => {
                 let (http_method, path, body) = op.rest(params);
                 let base = self.url.as_str().trim_end_matches('/');
-                let url = Url::parse(&format!("{base}{path}"))
-                    .map_err(|e| Answer::Broken(e.to_string()))?;
+                let url = match Url::parse(&format!("{base}{path}")) {
+                    Ok(url) => url,
+                    Err(e) => {
+                        self.next_call += 1;
+                        return Err(Answer::Broken(e.to_string()));
+                    }
+                };
                 (format!("{http_method} {path}"), url, body, http_method)
             }
         };
-        if self.transcript.len() < self.limits.transcript_exchanges {
-            let request = self.within_budget(body.clone().unwrap_or(Value::Null));
-            self.transcript.push(Exchange {
-                call,
-                step: step.to_string(),
-                method,
-                url: url.to_string(),
-                request,
-                started_at: time::now(),
-                elapsed_ms: 0,
-                status: None,
-                content_type: None,
-                response: None,
-                frames: Vec::new(),
-                error: None,
-            });
-        } else {
-            self.omitted.exchanges += 1;
-        }
+        let call = self.open_exchange(step, method, url.to_string(), body.as_ref());
         let mut headers = HeaderMap::new();
         if self.wire != Wire::JsonRpcV03 {
             // v1.0 agents refuse calls without it; v0.3 compat layers refuse calls with it.
@@ -599,6 +761,39 @@ impl A2aClient {
                 .body(body.to_string());
         }
         Ok((call, request))
+    }
+
+    /// Numbers a new call and records its exchange (within the transcript's budgets).
+    fn open_exchange(
+        &mut self,
+        step: &str,
+        method: String,
+        url: String,
+        body: Option<&Value>,
+    ) -> u32 {
+        let call = self.next_call;
+        self.next_call += 1;
+        if self.transcript.len() < self.limits.transcript_exchanges {
+            let request = self.within_budget(body.cloned().unwrap_or(Value::Null));
+            self.transcript.push(Exchange {
+                call,
+                step: step.to_string(),
+                method,
+                url,
+                request,
+                started_at: time::now(),
+                elapsed_ms: 0,
+                status: None,
+                content_type: None,
+                response: None,
+                frames: Vec::new(),
+                error: None,
+                grpc: None,
+            });
+        } else {
+            self.omitted.exchanges += 1;
+        }
+        call
     }
 
     fn finish(
@@ -632,7 +827,7 @@ impl A2aClient {
             return Answer::Broken("no body".into());
         };
         match self.wire {
-            Wire::JsonRpcV1 | Wire::JsonRpcV03 => jsonrpc_result(status, body),
+            Wire::JsonRpcV1 | Wire::JsonRpcV03 | Wire::GrpcV1 => jsonrpc_result(status, body),
             Wire::RestV1 if (200..300).contains(&status) => Answer::Result(body.clone()),
             Wire::RestV1 => Answer::Error {
                 code: i64::from(status),
@@ -653,7 +848,7 @@ impl A2aClient {
             Err(e) => Answer::Broken(format!("frame is not JSON: {e}")),
             Ok(value) => match self.wire {
                 Wire::JsonRpcV1 | Wire::JsonRpcV03 => jsonrpc_result(200, &value),
-                Wire::RestV1 => Answer::Result(value),
+                Wire::RestV1 | Wire::GrpcV1 => Answer::Result(value),
             },
         }
     }
@@ -682,6 +877,16 @@ impl Op {
             Op::Cancel(_) => "tasks/cancel",
             Op::SetPush(_) if v1 => "CreateTaskPushNotificationConfig",
             Op::SetPush(_) => "tasks/pushNotificationConfig/set",
+        }
+    }
+
+    /// The gRPC method of a unary operation (streams open through their own path).
+    fn grpc_method(&self) -> grpc::Method {
+        match self {
+            Op::Send | Op::Stream => grpc::Method::SendMessage,
+            Op::Get(..) => grpc::Method::GetTask,
+            Op::Cancel(_) => grpc::Method::CancelTask,
+            Op::SetPush(_) => grpc::Method::CreateTaskPushNotificationConfig,
         }
     }
 

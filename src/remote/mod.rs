@@ -9,6 +9,7 @@
 //! request has connect and total deadlines; system proxies are ignored.
 
 pub mod a2a;
+pub mod grpc;
 pub mod policy;
 pub mod sse;
 
@@ -114,6 +115,8 @@ pub struct Outbound {
     client: reqwest::Client,
     policy: Arc<NetworkPolicy>,
     max_redirects: usize,
+    connect_timeout: Duration,
+    user_agent: String,
     metrics: Metrics,
 }
 
@@ -139,35 +142,11 @@ impl Resolve for GuardedResolver {
         let policy = self.policy.clone();
         let host = name.as_str().to_string();
         Box::pin(async move {
-            let addrs: Vec<IpAddr> = match policy.override_for(&host) {
-                Some(fixed) => fixed.to_vec(),
-                None => tokio::net::lookup_host((host.as_str(), 0))
-                    .await
-                    .map_err(|e| ResolveFailed(e.to_string()))?
-                    .map(|sa| sa.ip())
-                    .collect(),
-            };
-            let (allowed, refused): (Vec<_>, Vec<_>) = addrs
-                .into_iter()
-                .map(|a| (a, policy.check(a)))
-                .partition(|(_, verdict)| verdict.is_ok());
-            if allowed.is_empty() {
-                let reason = refused
-                    .into_iter()
-                    .filter_map(|(_, v)| v.err())
-                    .collect::<Vec<_>>();
-                let reason = if reason.is_empty() {
-                    "no addresses".to_string()
-                } else {
-                    reason.join(", ")
-                };
-                return Err(Box::new(DeniedHost { host, reason })
-                    as Box<dyn std::error::Error + Send + Sync>);
-            }
+            let addrs = permitted_addresses(&policy, &host).await?;
             let addrs: Addrs = Box::new(
-                allowed
+                addrs
                     .into_iter()
-                    .map(|(a, _)| SocketAddr::new(a, 0))
+                    .map(|a| SocketAddr::new(a, 0))
                     .collect::<Vec<_>>()
                     .into_iter(),
             );
@@ -176,11 +155,53 @@ impl Resolve for GuardedResolver {
     }
 }
 
+/// The addresses of `host` (a name, or an IP literal) that the policy permits; an error naming
+/// the refusals when there are none. Every outbound connection, HTTP or gRPC, goes to one of
+/// these and nowhere else.
+async fn permitted_addresses(
+    policy: &NetworkPolicy,
+    host: &str,
+) -> Result<Vec<IpAddr>, Box<dyn std::error::Error + Send + Sync>> {
+    let literal = host
+        .trim_start_matches('[')
+        .trim_end_matches(']')
+        .parse::<IpAddr>();
+    let addrs: Vec<IpAddr> = match (literal, policy.override_for(host)) {
+        (Ok(addr), _) => vec![addr],
+        (Err(_), Some(fixed)) => fixed.to_vec(),
+        (Err(_), None) => tokio::net::lookup_host((host, 0))
+            .await
+            .map_err(|e| ResolveFailed(e.to_string()))?
+            .map(|sa| sa.ip())
+            .collect(),
+    };
+    let (allowed, refused): (Vec<_>, Vec<_>) = addrs
+        .into_iter()
+        .map(|a| (a, policy.check(a)))
+        .partition(|(_, verdict)| verdict.is_ok());
+    if allowed.is_empty() {
+        let reason = refused
+            .into_iter()
+            .filter_map(|(_, v)| v.err())
+            .collect::<Vec<_>>();
+        let reason = if reason.is_empty() {
+            "no addresses".to_string()
+        } else {
+            reason.join(", ")
+        };
+        return Err(Box::new(DeniedHost {
+            host: host.to_string(),
+            reason,
+        }));
+    }
+    Ok(allowed.into_iter().map(|(a, _)| a).collect())
+}
+
 impl Outbound {
     pub fn new(settings: OutboundSettings) -> Result<Self, reqwest::Error> {
         let policy = Arc::new(settings.policy);
         let client = reqwest::Client::builder()
-            .user_agent(settings.user_agent)
+            .user_agent(settings.user_agent.clone())
             .connect_timeout(settings.connect_timeout)
             .timeout(settings.request_timeout)
             .redirect(reqwest::redirect::Policy::none())
@@ -193,6 +214,8 @@ impl Outbound {
             client,
             policy,
             max_redirects: settings.max_redirects,
+            connect_timeout: settings.connect_timeout,
+            user_agent: settings.user_agent,
             metrics: Metrics::default(),
         })
     }

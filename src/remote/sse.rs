@@ -32,7 +32,7 @@ pub struct Frame {
 
 /// Why a stream stopped yielding frames.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum SseEnd {
+pub enum StreamStop {
     Closed,
     Idle,
     Deadline,
@@ -66,29 +66,31 @@ impl SseReader {
     }
 
     /// The next frame, or why there is none.
-    pub async fn next(&mut self) -> Result<Frame, SseEnd> {
+    pub async fn next(&mut self) -> Result<Frame, StreamStop> {
         loop {
             while let Some(line) = self.take_line() {
                 if let Some(frame) = self.field(&line) {
                     self.events += 1;
                     if self.events > self.limits.max_events {
-                        return Err(SseEnd::TooManyEvents);
+                        return Err(StreamStop::TooManyEvents);
                     }
                     return Ok(frame);
                 }
             }
             if self.buf.len() + self.data.len() > self.limits.max_event_bytes {
-                return Err(SseEnd::EventTooLarge);
+                return Err(StreamStop::EventTooLarge);
             }
             let now = Instant::now();
             if now >= self.limits.deadline {
-                return Err(SseEnd::Deadline);
+                return Err(StreamStop::Deadline);
             }
             let wait = self.limits.idle.min(self.limits.deadline - now);
             match tokio::time::timeout(wait, self.response.chunk()).await {
-                Err(_) if Instant::now() >= self.limits.deadline => return Err(SseEnd::Deadline),
-                Err(_) => return Err(SseEnd::Idle),
-                Ok(Err(e)) => return Err(SseEnd::Error(e.to_string())),
+                Err(_) if Instant::now() >= self.limits.deadline => {
+                    return Err(StreamStop::Deadline);
+                }
+                Err(_) => return Err(StreamStop::Idle),
+                Ok(Err(e)) => return Err(StreamStop::Error(e.to_string())),
                 Ok(Ok(None)) => {
                     // A final event without its blank line is still dispatched (as browsers do not,
                     // but the evidence is worth keeping).
@@ -100,7 +102,7 @@ impl SseReader {
                         self.events += 1;
                         return Ok(self.dispatch());
                     }
-                    return Err(SseEnd::Closed);
+                    return Err(StreamStop::Closed);
                 }
                 Ok(Ok(Some(chunk))) => self.buf.extend_from_slice(&chunk),
             }

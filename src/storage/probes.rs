@@ -37,11 +37,12 @@ where
     DB: sqlx::Database,
     Uuid: for<'q> sqlx::Encode<'q, DB> + sqlx::Type<DB>,
     String: for<'q> sqlx::Encode<'q, DB> + sqlx::Type<DB>,
+    Option<String>: for<'q> sqlx::Encode<'q, DB> + sqlx::Type<DB>,
     DateTime<Utc>: for<'q> sqlx::Encode<'q, DB> + sqlx::Type<DB>,
 {
     sqlx::query(
         "insert into probe_runs (id, callee_id, protocol_version, status, reason, requested_by, \
-         created_at, push_token) values ($1, $2, $3, $4, $5, $6, $7, $8)",
+         created_at, push_token, binding) values ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
     )
     .bind(run.id.0)
     .bind(run.callee_id.0)
@@ -51,6 +52,7 @@ where
     .bind(run.requested_by.clone())
     .bind(run.created_at)
     .bind(run.push_token.clone())
+    .bind(run.binding.map(|b| b.as_str().to_string()))
 }
 
 macro_rules! impl_queue_probe {
@@ -95,6 +97,7 @@ struct RunRow {
     interface_url: Option<String>,
     wire: Option<String>,
     push_token: String,
+    binding: Option<String>,
     passed: Option<bool>,
     judgement: Option<String>,
     observations: Option<String>,
@@ -122,6 +125,12 @@ impl TryFrom<RunRow> for ProbeRun {
             requested_by: r.requested_by,
             created_at: r.created_at,
             push_token: r.push_token,
+            binding: r
+                .binding
+                .as_deref()
+                .map(str::parse)
+                .transpose()
+                .map_err(StoreError::corrupt)?,
             state,
             ledger_seqs: json::<Vec<i64>>(r.ledger_seqs)?.unwrap_or_default(),
         })
@@ -218,8 +227,8 @@ impl TryFrom<FactsRow> for (CalleeId, ProtocolVersion, ProbeFacts) {
 macro_rules! run_columns {
     () => {
         "id, callee_id, protocol_version, status, reason, requested_by, created_at, started_at, \
-         finished_at, interface_url, wire, push_token, passed, judgement, observations, transcript, \
-         error, ledger_seqs, start_seq"
+         finished_at, interface_url, wire, push_token, binding, passed, judgement, observations, \
+         transcript, error, ledger_seqs, start_seq"
     };
 }
 
@@ -227,8 +236,8 @@ macro_rules! run_columns {
 macro_rules! run_summary_columns {
     () => {
         "id, callee_id, protocol_version, status, reason, requested_by, created_at, started_at, \
-         finished_at, interface_url, wire, push_token, passed, judgement, null as observations, \
-         null as transcript, error, ledger_seqs, start_seq"
+         finished_at, interface_url, wire, push_token, binding, passed, judgement, \
+         null as observations, null as transcript, error, ledger_seqs, start_seq"
     };
 }
 

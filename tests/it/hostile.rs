@@ -474,7 +474,9 @@ async fn a_job_that_fails_ends_its_run_too(db: TestDb) {
         .await
         .unwrap();
     let mut settings = test_settings(db.target.clone());
-    settings.probe.deadline = Duration::from_secs(2);
+    // Long enough that the subject is gone well before the cycle could end on its own, on
+    // a loaded machine too.
+    settings.probe.deadline = Duration::from_secs(6);
     let server = TestServer::start_with(settings).await;
     let callee = register(&server, &agent.origin(), json!({})).await;
     let (_, queued) = server

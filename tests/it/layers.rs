@@ -50,7 +50,9 @@ const ALLOWED: &[(&str, &[&str])] = &[
     ),
     ("telemetry", &[]),
     ("metrics", &[]),
-    ("fake_agent", &["domain"]),
+    // The fake agent serves the gRPC binding with the client's own generated `lf.a2a.v1`
+    // types (`remote::grpc::proto`): one definition of the wire for both ends.
+    ("fake_agent", &["domain", "remote"]),
 ];
 
 /// The top-level modules a source file names through `crate::`, test modules excluded.

@@ -10,6 +10,7 @@ mod api;
 mod cli;
 mod discovery;
 mod events;
+mod grpc;
 mod hostile;
 mod layers;
 mod openapi;

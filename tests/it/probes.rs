@@ -227,7 +227,7 @@ async fn a_terminal_without_timestamp_demotes_and_only_a_fresh_pass_repromotes(d
 /// on SQLite only: they exercise the engine's checks and the gate moves in the domain, and the
 /// storage they go through (finish_probe_run, the ledger fold) is the same code that the
 /// scenarios above run on both backends.
-async fn demotes_and_recovers(
+pub async fn demotes_and_recovers(
     config: FakeAgentConfig,
     version: &str,
     script: Value,

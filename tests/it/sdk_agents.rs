@@ -73,72 +73,81 @@ async fn probed_through_the_service(sdk: Sdk, lagging: bool) {
             "json-rpc-v03"
         };
         assert_eq!(run["wire"], wire, "{context}");
-        // Nothing fails on how fast the agent is or on which channel answered first.
-        for code in [
-            "LC-FULL-LIFECYCLE",
-            "LC-SINGLE-TERMINAL",
-            "LC-NOTHING-AFTER-TERMINAL",
-            "LC-TERMINAL-NO-TIMESTAMP",
-            "LC-TIMESTAMP-ORDER",
-            "LC-GET-AGREES",
-            "LC-IDS-CONSISTENT",
-        ] {
-            assert_eq!(
-                finding(&run, code)["status"],
-                "pass",
-                "{context} {code}: {:#}",
-                run["findings"]
-            );
-        }
-        for cap in ["streaming", "pushNotifications"] {
-            assert_eq!(
-                run["capabilities"][cap]["status"], "passed",
-                "{context} {cap}: {:#}",
-                run["capabilities"]
-            );
-        }
-        let strict_query = format!("caller_version={version}&requires=streaming,pushNotifications");
-        let relaxed_query = format!("{strict_query}&dedup=none");
-        match sdk {
-            Sdk::Js => {
-                assert_eq!(
-                    finding(&run, "LC-TIMESTAMPS")["status"],
-                    "pass",
-                    "{context}"
-                );
-                assert_eq!(
-                    run["verdict"]["passed"], true,
-                    "{context}: {:#}",
-                    run["verdict"]
-                );
-                assert_eq!(events(&run), ["probe-finished", "promoted"], "{context}");
-                assert_eq!(gate(&server, &callee, version).await, "lifecycle-trusted");
-                let strict = decision(&server, &callee, &strict_query).await;
-                assert_eq!(strict["authoritative"], true, "{context}: {strict:#}");
-            }
-            Sdk::Python => {
-                // What it really does: the submitted state carries no status.timestamp.
-                let timestamps = finding(&run, "LC-TIMESTAMPS");
-                assert_eq!(timestamps["status"], "fail", "{context}");
-                let message = timestamps["message"].as_str().unwrap();
-                assert!(message.contains("submitted"), "{context}: {message}");
-                assert!(!message.contains("completed"), "{context}: {message}");
-                assert_eq!(run["verdict"]["passed"], false, "{context}");
-                assert_eq!(
-                    events(&run),
-                    ["probe-finished"],
-                    "{context}: nothing demotes it"
-                );
-                assert_eq!(gate(&server, &callee, version).await, "card-trusted");
-                let strict = decision(&server, &callee, &strict_query).await;
-                assert_eq!(strict["authoritative"], false, "{context}: {strict:#}");
-                assert_eq!(condition(&strict, "lifecycle-probe")["status"], "fail");
-            }
-        }
-        let relaxed = decision(&server, &callee, &relaxed_query).await;
-        assert_eq!(relaxed["authoritative"], true, "{context}: {relaxed:#}");
+        deserved_verdict(&server, &callee, sdk, version, &run, &context).await;
     }
     server.stop().await;
+}
+
+/// Checks a finished run of the SDK's agent against what its wire behaviour deserves, and the
+/// decisions callers get after it.
+async fn deserved_verdict(
+    server: &TestServer,
+    callee: &str,
+    sdk: Sdk,
+    version: &str,
+    run: &Value,
+    context: &str,
+) {
+    // Nothing fails on how fast the agent is or on which channel answered first.
+    for code in [
+        "LC-FULL-LIFECYCLE",
+        "LC-SINGLE-TERMINAL",
+        "LC-NOTHING-AFTER-TERMINAL",
+        "LC-TERMINAL-NO-TIMESTAMP",
+        "LC-TIMESTAMP-ORDER",
+        "LC-GET-AGREES",
+        "LC-IDS-CONSISTENT",
+    ] {
+        assert_eq!(
+            finding(run, code)["status"],
+            "pass",
+            "{context} {code}: {:#}",
+            run["findings"]
+        );
+    }
+    for cap in ["streaming", "pushNotifications"] {
+        assert_eq!(
+            run["capabilities"][cap]["status"], "passed",
+            "{context} {cap}: {:#}",
+            run["capabilities"]
+        );
+    }
+    let strict_query = format!("caller_version={version}&requires=streaming,pushNotifications");
+    let relaxed_query = format!("{strict_query}&dedup=none");
+    match sdk {
+        Sdk::Js => {
+            assert_eq!(finding(run, "LC-TIMESTAMPS")["status"], "pass", "{context}");
+            assert_eq!(
+                run["verdict"]["passed"], true,
+                "{context}: {:#}",
+                run["verdict"]
+            );
+            assert_eq!(events(run), ["probe-finished", "promoted"], "{context}");
+            assert_eq!(gate(server, callee, version).await, "lifecycle-trusted");
+            let strict = decision(server, callee, &strict_query).await;
+            assert_eq!(strict["authoritative"], true, "{context}: {strict:#}");
+        }
+        Sdk::Python => {
+            // What it really does: the submitted state carries no status.timestamp.
+            let timestamps = finding(run, "LC-TIMESTAMPS");
+            assert_eq!(timestamps["status"], "fail", "{context}");
+            let message = timestamps["message"].as_str().unwrap();
+            assert!(message.contains("submitted"), "{context}: {message}");
+            assert!(!message.contains("completed"), "{context}: {message}");
+            assert_eq!(run["verdict"]["passed"], false, "{context}");
+            assert_eq!(
+                events(run),
+                ["probe-finished"],
+                "{context}: nothing demotes it"
+            );
+            assert_eq!(gate(server, callee, version).await, "card-trusted");
+            let strict = decision(server, callee, &strict_query).await;
+            assert_eq!(strict["authoritative"], false, "{context}: {strict:#}");
+            assert_eq!(condition(&strict, "lifecycle-probe")["status"], "fail");
+        }
+    }
+    let relaxed = decision(server, callee, &relaxed_query).await;
+    assert_eq!(relaxed["authoritative"], true, "{context}: {relaxed:#}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -197,6 +206,82 @@ async fn probed_by_the_cli(sdk: Sdk, lagging: bool) {
             );
         }
     }
+}
+
+/// The Python SDK agent serving v1.0 over gRPC only (card and gRPC on one origin): the
+/// same executor as over JSON-RPC, so the same verdict, with streaming, push and cancel
+/// exercised through `lf.a2a.v1.A2AService`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_python_sdk_agent_over_grpc_only_gets_its_json_rpc_verdict() {
+    let Some(agent) = SdkAgent::start_with(Sdk::Python, None, &["--grpc-only"]).await else {
+        return;
+    };
+    let db = TestDb::sqlite().await;
+    let server = TestServer::start(db.target.clone()).await;
+    let callee = register(&server, &agent.origin, json!({"cancel_message": "slow"})).await;
+    let (_, detail) = server.get(&format!("/v1/callees/{callee}")).await;
+    assert_eq!(
+        detail["card"]["signature"]["status"], "verified",
+        "{detail:#}"
+    );
+    assert_eq!(detail["card"]["versions"], json!(["1.0"]), "{detail:#}");
+
+    let run = probe(&server, &callee, "1.0").await;
+    let context = "Python over gRPC";
+    assert_eq!(run["status"], "finished", "{context}: {run:#}");
+    assert_eq!(run["wire"], "grpc-v1", "{context}");
+    assert_eq!(finding(&run, "LC-CANCEL")["status"], "pass", "{context}");
+    let methods: Vec<&str> = run["exchanges"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["method"].as_str().unwrap())
+        .collect();
+    for method in [
+        "SendMessage",
+        "SendStreamingMessage",
+        "GetTask",
+        "CancelTask",
+        "CreateTaskPushNotificationConfig",
+    ] {
+        let full = format!("lf.a2a.v1.A2AService/{method}");
+        assert!(methods.contains(&full.as_str()), "{method}: {methods:?}");
+    }
+    deserved_verdict(&server, &callee, Sdk::Python, "1.0", &run, context).await;
+    server.stop().await;
+}
+
+/// `cardgate probe --binding grpc` against the Python SDK agent over gRPC only.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cardgate_probe_over_grpc_judges_the_python_sdk_agent_alike() {
+    let Some(agent) = SdkAgent::start_with(Sdk::Python, None, &["--grpc-only"]).await else {
+        return;
+    };
+    let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_cardgate"))
+        .args(["probe", &agent.origin, "--binding", "grpc", "--json"])
+        .env("CARDGATE_ALLOW_NETWORKS", "127.0.0.0/8")
+        .env_remove("DATABASE_URL")
+        .output()
+        .await
+        .expect("cardgate runs");
+    let report: Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stderr)));
+    assert_eq!(out.status.code(), Some(1), "{report:#}");
+    let subject = &report["subjects"][0];
+    assert_eq!(
+        (&subject["binding"], &subject["wire"]),
+        (&json!("GRPC"), &json!("grpc-v1")),
+        "{subject:#}"
+    );
+    assert_eq!(subject["would_promote"], false, "{subject:#}");
+    for cap in ["streaming", "pushNotifications"] {
+        assert_eq!(
+            subject["capabilities"][cap]["status"], "passed",
+            "{cap}: {subject:#}"
+        );
+    }
+    let untimestamped = subject["verdict"]["untimestamped"].to_string();
+    assert!(untimestamped.contains("submitted"), "{subject:#}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -267,6 +352,7 @@ async fn the_http_json_binding_is_spoken_where_a_card_offers_only_that() {
         &settings,
         &card,
         ProtocolVersion::new(1, 0),
+        None,
         &ProbeScript::default(),
         None,
         &NoInbox,

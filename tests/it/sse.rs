@@ -5,7 +5,7 @@ use std::time::Duration;
 use axum::Router;
 use axum::body::Body;
 use axum::routing::get;
-use cardgate::remote::sse::{SseEnd, SseLimits, SseReader};
+use cardgate::remote::sse::{SseLimits, SseReader, StreamStop};
 use futures::StreamExt;
 use tokio::time::Instant;
 
@@ -51,7 +51,7 @@ fn limits() -> SseLimits {
     }
 }
 
-async fn drain(mut reader: SseReader) -> (Vec<String>, SseEnd) {
+async fn drain(mut reader: SseReader) -> (Vec<String>, StreamStop) {
     let mut frames = Vec::new();
     loop {
         match reader.next().await {
@@ -84,7 +84,7 @@ async fn the_sdk_fixture_stream_split_into_tiny_chunks_reads_exactly() {
             limits(),
         ))
         .await;
-        assert_eq!(end, SseEnd::Closed, "chunk size {size}");
+        assert_eq!(end, StreamStop::Closed, "chunk size {size}");
         assert_eq!(frames, expected, "chunk size {size}");
     }
 }
@@ -101,7 +101,7 @@ async fn multi_line_data_comments_and_event_names() {
     assert_eq!(reader.next().await.unwrap().data, "{\"x\":1}");
     // A last event without its blank line is kept as evidence.
     assert_eq!(reader.next().await.unwrap().data, "tail");
-    assert_eq!(reader.next().await.unwrap_err(), SseEnd::Closed);
+    assert_eq!(reader.next().await.unwrap_err(), StreamStop::Closed);
 }
 
 #[tokio::test]
@@ -116,7 +116,7 @@ async fn an_endless_line_is_cut_off_at_the_event_cap() {
     ))
     .await;
     assert!(frames.is_empty());
-    assert_eq!(end, SseEnd::EventTooLarge);
+    assert_eq!(end, StreamStop::EventTooLarge);
 }
 
 #[tokio::test]
@@ -129,7 +129,7 @@ async fn silence_ends_the_stream_as_idle_and_counts_are_capped() {
         },
     ))
     .await;
-    assert_eq!((frames.len(), end), (1, SseEnd::Idle));
+    assert_eq!((frames.len(), end), (1, StreamStop::Idle));
 
     let many = (0..20)
         .map(|i| format!("data: {i}\n\n").into_bytes())
@@ -142,7 +142,7 @@ async fn silence_ends_the_stream_as_idle_and_counts_are_capped() {
         },
     ))
     .await;
-    assert_eq!((frames.len(), end), (5, SseEnd::TooManyEvents));
+    assert_eq!((frames.len(), end), (5, StreamStop::TooManyEvents));
 }
 
 #[tokio::test]
@@ -158,5 +158,5 @@ async fn the_deadline_wins_over_a_trickle() {
         },
     ))
     .await;
-    assert_eq!(end, SseEnd::Deadline);
+    assert_eq!(end, StreamStop::Deadline);
 }

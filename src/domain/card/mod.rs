@@ -186,6 +186,27 @@ pub fn origin_of(url: &Url) -> Option<(String, String, u16)> {
     ))
 }
 
+impl CardInterface {
+    /// Where the interface is, as a URL. A gRPC interface may name its target as a bare
+    /// `host:port` (the Python SDK's sample publishes one, and the specification's draft after
+    /// v1.0 asks for that form); it is read as `https://host:port`, since the specification
+    /// requires TLS for gRPC and a plaintext target can say `http://`.
+    pub fn location(&self) -> Result<Url, url::ParseError> {
+        let bare = !self.url.contains("://");
+        if bare && self.binding.eq_ignore_ascii_case("GRPC") {
+            Url::parse(&format!("https://{}", self.url))
+        } else {
+            Url::parse(&self.url)
+        }
+    }
+
+    /// Whether the interface is on the card's origin (the `same-origin` condition).
+    pub fn same_origin_as(&self, card_url: &Url) -> bool {
+        self.location()
+            .is_ok_and(|at| same_origin(card_url, at.as_str()))
+    }
+}
+
 /// Same scheme, host and port (the `same-origin` condition).
 pub fn same_origin(card_url: &Url, other: &str) -> bool {
     match Url::parse(other) {
@@ -304,5 +325,49 @@ mod fuzz {
                 let _ = canonicalize_card(&value);
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod interface_tests {
+    use super::*;
+
+    fn grpc(url: &str) -> CardInterface {
+        CardInterface {
+            url: url.into(),
+            binding: "GRPC".into(),
+            version: ProtocolVersion::parse_exact("1.0").expect("version"),
+            tenant: None,
+        }
+    }
+
+    fn card_url(text: &str) -> Url {
+        Url::parse(text).expect("url")
+    }
+
+    #[test]
+    fn grpc_interfaces_compare_scheme_host_and_port() {
+        let card = card_url("http://agent.example:8080/.well-known/agent-card.json");
+        assert!(grpc("http://agent.example:8080").same_origin_as(&card));
+        assert!(grpc("http://AGENT.example:8080/a2a/grpc").same_origin_as(&card));
+        assert!(!grpc("http://agent.example:8081").same_origin_as(&card));
+        assert!(!grpc("https://agent.example:8080").same_origin_as(&card));
+        assert!(!grpc("http://other.example:8080").same_origin_as(&card));
+    }
+
+    #[test]
+    fn a_bare_grpc_target_is_tls_on_its_port() {
+        let at = grpc("agent.example:443").location().expect("parses");
+        assert_eq!(at.as_str(), "https://agent.example/");
+        assert!(grpc("agent.example:443").same_origin_as(&card_url("https://agent.example/")));
+        assert!(
+            !grpc("agent.example:8080").same_origin_as(&card_url("http://agent.example:8080/"))
+        );
+        // Only gRPC targets are read that way.
+        let jsonrpc = CardInterface {
+            binding: "JSONRPC".into(),
+            ..grpc("agent.example:443")
+        };
+        assert!(!jsonrpc.same_origin_as(&card_url("https://agent.example/")));
     }
 }

@@ -13,7 +13,7 @@ use super::{
 };
 use crate::domain::capability::Capability;
 use crate::domain::card::signature::SignatureVerdict;
-use crate::domain::card::{CardSnapshot, origin_text, same_origin};
+use crate::domain::card::{CardSnapshot, origin_text};
 use crate::domain::gate::{ProbeStart, Subject};
 use crate::domain::ids::ProbeRunId;
 use crate::domain::probe::{Judgement, ProbeRun};
@@ -87,7 +87,7 @@ pub fn card_facts(snapshot: &CardSnapshot) -> CardFacts {
                 url: i.url.clone(),
                 binding: i.binding.clone(),
                 version: i.version,
-                same_origin: card_url.as_ref().is_some_and(|u| same_origin(u, &i.url)),
+                same_origin: card_url.as_ref().is_some_and(|u| i.same_origin_as(u)),
                 advertised: card.advertised_for(i.version),
             })
         })

@@ -460,6 +460,8 @@ pub struct ProbeRun {
     pub requested_by: String,
     pub created_at: Timestamp,
     pub push_token: String,
+    /// The binding the requester asked for; `None`: cardgate's preferred one on the card.
+    pub binding: Option<super::binding::Binding>,
     pub state: RunState,
     /// The ledger events the run caused.
     pub ledger_seqs: Vec<i64>,

@@ -22,7 +22,7 @@ use crate::domain::probe::{
 };
 use crate::domain::time;
 use crate::remote::a2a::{A2aClient, Answer, Outgoing, Streamed};
-use crate::remote::sse::{Frame, SseEnd};
+use crate::remote::sse::{Frame, StreamStop};
 
 /// What the cycle needs to know about its target.
 pub struct Target<'a> {
@@ -647,13 +647,13 @@ fn lifecycle_stream(call: u32, event_stream: bool, content_type: Option<String>)
 }
 
 /// How the reader's end reads in the observations.
-fn stream_end(end: SseEnd) -> StreamEnd {
+fn stream_end(end: StreamStop) -> StreamEnd {
     match end {
-        SseEnd::Closed => StreamEnd::Closed,
-        SseEnd::Idle => StreamEnd::Idle,
-        SseEnd::Deadline => StreamEnd::Deadline,
-        SseEnd::TooManyEvents => StreamEnd::TooManyEvents,
-        SseEnd::EventTooLarge => StreamEnd::EventTooLarge,
-        SseEnd::Error(e) => StreamEnd::Error(e),
+        StreamStop::Closed => StreamEnd::Closed,
+        StreamStop::Idle => StreamEnd::Idle,
+        StreamStop::Deadline => StreamEnd::Deadline,
+        StreamStop::TooManyEvents => StreamEnd::TooManyEvents,
+        StreamStop::EventTooLarge => StreamEnd::EventTooLarge,
+        StreamStop::Error(e) => StreamEnd::Error(e),
     }
 }

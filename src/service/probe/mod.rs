@@ -12,6 +12,7 @@ use url::Url;
 
 use super::require_callee;
 use super::{Missing, ServiceError, Services};
+use crate::domain::binding::Binding;
 use crate::domain::capability::Capability;
 use crate::domain::card::{CardInterface, NormalizedCard};
 use crate::domain::gate::ProbeStart;
@@ -144,11 +145,12 @@ pub struct CycleOutput {
     pub transcript: Value,
 }
 
-/// The interface to probe for `version`: the first one whose binding cardgate speaks
-/// (JSON-RPC preferred, as the SDKs list it first).
+/// The interface to probe for `version`: the one over `wanted` when asked, else the first
+/// in [`Binding::PREFERRED`] order that cardgate speaks.
 pub fn choose_interface(
     card: &NormalizedCard,
     version: ProtocolVersion,
+    wanted: Option<Binding>,
 ) -> Result<(CardInterface, Wire), String> {
     let offered: Vec<&CardInterface> = card
         .interfaces
@@ -158,23 +160,38 @@ pub fn choose_interface(
     if offered.is_empty() {
         return Err(format!("the card offers no interface for {version}"));
     }
-    let speakable = |binding: &str| {
+    let bindings = || {
         offered
             .iter()
-            .find(|i| i.binding.eq_ignore_ascii_case(binding))
+            .map(|i| i.binding.as_str())
+            .collect::<Vec<_>>()
+            .join(", ")
     };
-    for binding in ["JSONRPC", "HTTP+JSON"] {
-        if let Some(i) = speakable(binding) {
-            if let Some(wire) = Wire::for_interface(version, &i.binding) {
-                return Ok(((*i).clone(), wire));
+    let order: &[Binding] = match &wanted {
+        Some(b) => std::slice::from_ref(b),
+        None => &Binding::PREFERRED,
+    };
+    for binding in order {
+        if let Some(i) = offered.iter().find(|i| binding.names(&i.binding)) {
+            match Wire::for_interface(version, &i.binding) {
+                Some(wire) => return Ok(((*i).clone(), wire)),
+                None if wanted.is_some() => {
+                    return Err(format!("cardgate does not speak {binding} for {version}"));
+                }
+                None => {}
             }
         }
     }
-    let bindings: Vec<&str> = offered.iter().map(|i| i.binding.as_str()).collect();
-    Err(format!(
-        "cardgate cannot speak any {version} interface on the card (bindings: {})",
-        bindings.join(", ")
-    ))
+    Err(match wanted {
+        Some(b) => format!(
+            "the card offers no {b} interface for {version} (bindings: {})",
+            bindings()
+        ),
+        None => format!(
+            "cardgate cannot speak any {version} interface on the card (bindings: {})",
+            bindings()
+        ),
+    })
 }
 
 /// Runs one cycle: the part shared by the service and `cardgate probe`.
@@ -184,17 +201,21 @@ pub async fn probe_interface(
     settings: &ProbeSettings,
     card: &NormalizedCard,
     version: ProtocolVersion,
+    binding: Option<Binding>,
     script: &ProbeScript,
     push: Option<(Url, String)>,
     inbox: &dyn PushInbox,
     progress: &dyn Progress,
 ) -> Result<CycleOutput, String> {
-    let (interface, wire) = choose_interface(card, version)?;
-    let url =
-        Url::parse(&interface.url).map_err(|e| format!("interface URL {}: {e}", interface.url))?;
+    let (interface, wire) = choose_interface(card, version, binding)?;
+    let url = interface
+        .location()
+        .map_err(|e| format!("interface URL {}: {e}", interface.url))?;
     progress.step(&format!(
-        "probing {version} at {} ({wire:?})",
-        interface.url
+        "probing {version} at {} over {} ({})",
+        interface.url,
+        interface.binding,
+        wire.as_str()
     ));
     let advertised: BTreeSet<Capability> = card.advertised_for(version);
     let mut client = A2aClient::new(outbound.clone(), url, wire, version, settings.limits);
@@ -230,11 +251,14 @@ pub fn new_token() -> String {
     hex::encode(bytes)
 }
 
-/// Queues a probe of a subject. `version`: required when the callee offers several.
+/// Queues a probe of a subject. `version`: required when the callee offers several;
+/// `binding`: probe the interface over that binding instead of the preferred one.
+#[allow(clippy::too_many_arguments)]
 pub async fn request(
     store: &Store,
     callee_id: CalleeId,
     version: Option<ProtocolVersion>,
+    binding: Option<Binding>,
     reason: &str,
     actor: &str,
     now: Timestamp,
@@ -278,15 +302,21 @@ pub async fn request(
             "the callee's card is untrusted ({reason}); refresh it first"
         )));
     }
-    enqueue_probe(
-        store,
-        callee_id,
-        subject.protocol_version,
-        reason,
-        actor,
-        now,
-    )
-    .await
+    let version = subject.protocol_version;
+    if let Some(wanted) = binding {
+        // Refused now rather than queued to fail: the newest card must offer it.
+        let card = store
+            .latest_snapshot(callee_id)
+            .await?
+            .filter(|s| s.assessment.trusted)
+            .and_then(|s| s.assessment.card);
+        if let Some(card) = card {
+            choose_interface(&card, version, Some(wanted)).map_err(ServiceError::Conflict)?;
+        }
+    }
+    let (mut run, job) = probe_request(callee_id, version, reason, actor, now);
+    run.binding = binding;
+    enqueue(store, run, job).await
 }
 
 /// Creates the queued run and its job; `Conflict` naming the active run if there is one.
@@ -299,6 +329,11 @@ pub async fn enqueue_probe(
     now: Timestamp,
 ) -> Result<ProbeRun, ServiceError> {
     let (run, job) = probe_request(callee_id, version, reason, actor, now);
+    enqueue(store, run, job).await
+}
+
+async fn enqueue(store: &Store, run: ProbeRun, job: Job) -> Result<ProbeRun, ServiceError> {
+    let version = run.protocol_version;
     match store.request_probe(&run, &job).await {
         Ok(()) => Ok(run),
         Err(StoreError::Conflict(_)) => {
@@ -343,6 +378,7 @@ fn queued_run(
         requested_by: actor.to_string(),
         created_at: now,
         push_token: new_token(),
+        binding: None,
         state: RunState::Queued,
         ledger_seqs: Vec::new(),
     }
@@ -382,6 +418,7 @@ pub async fn execute(services: &Services, job: &Job, owner: &str) -> Result<(), 
         &services.probe,
         &plan.card,
         run.protocol_version,
+        run.binding,
         &plan.script,
         plan.push,
         &StoreInbox(&services.store),
@@ -422,13 +459,16 @@ async fn take_run(
                     now,
                 )
                 .await?;
-            let fresh = queued_run(
-                run.callee_id,
-                run.protocol_version,
-                &run.reason,
-                &run.requested_by,
-                now,
-            );
+            let fresh = ProbeRun {
+                binding: run.binding,
+                ..queued_run(
+                    run.callee_id,
+                    run.protocol_version,
+                    &run.reason,
+                    &run.requested_by,
+                    now,
+                )
+            };
             services.store.insert_probe_run(&fresh).await?;
             services.store.set_job_probe_run(job.id, fresh.id).await?;
             Ok(Some(fresh))
@@ -457,7 +497,7 @@ async fn plan(services: &Services, run: &ProbeRun) -> Result<Result<Plan, String
             "the callee's newest card is not trusted; nothing to probe".into(),
         ));
     };
-    let (interface, wire) = match choose_interface(&card, run.protocol_version) {
+    let (interface, wire) = match choose_interface(&card, run.protocol_version, run.binding) {
         Ok(chosen) => chosen,
         Err(why) => return Ok(Err(why)),
     };
@@ -566,4 +606,65 @@ pub async fn page(
 ) -> Result<Vec<ProbeRun>, ServiceError> {
     require_callee(store, callee_id).await?;
     Ok(store.probe_runs(callee_id, before, limit).await?)
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+    use crate::domain::card::parse_card;
+
+    fn card(interfaces: serde_json::Value) -> NormalizedCard {
+        parse_card(&json!({
+            "name": "a", "description": "d", "version": "1", "capabilities": {},
+            "defaultInputModes": ["text/plain"], "defaultOutputModes": ["text/plain"], "skills": [],
+            "supportedInterfaces": interfaces,
+        }))
+        .expect("a v1.0 card")
+    }
+
+    const V1: &str = "1.0";
+
+    fn v1() -> ProtocolVersion {
+        ProtocolVersion::parse_exact(V1).expect("version")
+    }
+
+    #[test]
+    fn json_rpc_is_preferred_and_grpc_is_probed_when_it_is_all_there_is() {
+        let both = card(json!([
+            {"url": "http://a/grpc", "protocolBinding": "GRPC", "protocolVersion": V1},
+            {"url": "http://a/rpc", "protocolBinding": "JSONRPC", "protocolVersion": V1},
+        ]));
+        let (chosen, wire) = choose_interface(&both, v1(), None).expect("chosen");
+        assert_eq!(
+            (chosen.binding.as_str(), wire),
+            ("JSONRPC", Wire::JsonRpcV1)
+        );
+
+        let only_grpc = card(json!([
+            {"url": "http://a:50051", "protocolBinding": "GRPC", "protocolVersion": V1},
+        ]));
+        let (chosen, wire) = choose_interface(&only_grpc, v1(), None).expect("chosen");
+        assert_eq!(
+            (chosen.url.as_str(), wire),
+            ("http://a:50051", Wire::GrpcV1)
+        );
+    }
+
+    #[test]
+    fn an_asked_for_binding_is_probed_or_refused_by_name() {
+        let both = card(json!([
+            {"url": "http://a/rpc", "protocolBinding": "JSONRPC", "protocolVersion": V1},
+            {"url": "http://a/grpc", "protocolBinding": "grpc", "protocolVersion": V1},
+        ]));
+        let (chosen, wire) = choose_interface(&both, v1(), Some(Binding::Grpc)).expect("chosen");
+        assert_eq!((chosen.url.as_str(), wire), ("http://a/grpc", Wire::GrpcV1));
+
+        let why = choose_interface(&both, v1(), Some(Binding::HttpJson)).expect_err("not offered");
+        assert_eq!(
+            why,
+            "the card offers no HTTP+JSON interface for 1.0 (bindings: JSONRPC, grpc)"
+        );
+    }
 }

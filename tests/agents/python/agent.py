@@ -17,9 +17,18 @@ Behaviour, chosen by the first text part of the user's message:
                  cancelable (CancelTask / tasks/cancel -> canceled)
     fail         submitted -> working -> failed
 
+With --grpc-only the agent speaks A2A only over the gRPC binding
+(``lf.a2a.v1.A2AService``, protocol version 1.0): the same executor, handler,
+task store and push sender, served by the SDK's GrpcHandler on grpc.aio. The
+card (signed as always) then lists one interface, ``GRPC`` 1.0 at
+``http://<host>:<port>``, the card's own origin: a small asyncio front on the
+one public port sends each connection that starts with the HTTP/2 client
+preface to the gRPC server and all others to uvicorn (card and JWKS only),
+both on internal loopback ports.
+
 Usage:
 
-    python agent.py [--host 127.0.0.1] [--port 0] [--slow-seconds 30] [--public-url URL]
+    python agent.py [--host 127.0.0.1] [--port 0] [--slow-seconds 30] [--public-url URL] [--grpc-only]
 
 The agent binds its own socket (port 0 picks a free port), prints exactly one
 line ``READY http://<host>:<port>`` on stdout once it accepts connections and
@@ -40,6 +49,7 @@ import sys
 from collections.abc import AsyncIterator, Generator
 from typing import Any
 
+import grpc
 import httpx
 import uvicorn
 
@@ -55,6 +65,7 @@ from a2a.helpers import new_task_from_user_message, new_text_part
 from a2a.server.agent_execution import AgentExecutor, RequestContext
 from a2a.server.events import EventQueue
 from a2a.server.request_handlers import DefaultRequestHandler
+from a2a.server.request_handlers.grpc_handler import GrpcHandler
 from a2a.server.routes import (
     create_agent_card_routes,
     create_jsonrpc_routes,
@@ -72,6 +83,7 @@ from a2a.types import (
     AgentInterface,
     AgentSkill,
     Message,
+    a2a_pb2_grpc,
 )
 from a2a.utils.constants import (
     AGENT_CARD_WELL_KNOWN_PATH,
@@ -192,17 +204,21 @@ class EchoAgentExecutor(AgentExecutor):
 # --------------------------------------------------------------------------
 
 
-def build_agent_card(base_url: str) -> AgentCard:
+def build_agent_card(base_url: str, grpc_only: bool = False) -> AgentCard:
     """The (unsigned) card; every URL in it is absolute."""
-    jsonrpc_url = f'{base_url}{JSONRPC_PATH}'
-    return AgentCard(
-        name='Python SDK Agent',
-        description=(
-            'Test agent built on the official Python SDK, a2a-sdk 1.3.0: '
-            'echo, need-input, slow, fail.'
-        ),
-        version='1.0.0',
-        supported_interfaces=[
+    if grpc_only:
+        # gRPC routes by its own path (/lf.a2a.v1.A2AService/<Method>), so
+        # the interface names just the origin the card is served from.
+        interfaces = [
+            AgentInterface(
+                url=base_url,
+                protocol_binding=TransportProtocol.GRPC.value,
+                protocol_version=PROTOCOL_VERSION_1_0,
+            )
+        ]
+    else:
+        jsonrpc_url = f'{base_url}{JSONRPC_PATH}'
+        interfaces = [
             # The first 0.3 interface also becomes the legacy top-level
             # url/preferredTransport/protocolVersion of the served card.
             AgentInterface(
@@ -220,7 +236,15 @@ def build_agent_card(base_url: str) -> AgentCard:
                 protocol_binding=TransportProtocol.HTTP_JSON.value,
                 protocol_version=PROTOCOL_VERSION_1_0,
             ),
-        ],
+        ]
+    return AgentCard(
+        name='Python SDK Agent',
+        description=(
+            'Test agent built on the official Python SDK, a2a-sdk 1.3.0: '
+            'echo, need-input, slow, fail.'
+        ),
+        version='1.0.0',
+        supported_interfaces=interfaces,
         capabilities=AgentCapabilities(streaming=True, push_notifications=True),
         default_input_modes=['text/plain'],
         default_output_modes=['text/plain'],
@@ -269,11 +293,20 @@ def sign_agent_card(card: AgentCard, signing_key: PyJWK, jku: str) -> AgentCard:
 # --------------------------------------------------------------------------
 
 
-def build_app(base_url: str, slow_seconds: float) -> Starlette:
-    """Wires the SDK components into a Starlette app."""
+def build_app(
+    base_url: str, slow_seconds: float, grpc_only: bool = False
+) -> tuple[Starlette, DefaultRequestHandler]:
+    """Wires the SDK components into a Starlette app.
+
+    Returns the app and the request handler behind it. With `grpc_only` the
+    app serves only the card and the JWKS; the caller serves the handler
+    over gRPC. Either way the app's lifespan closes the handler.
+    """
     signing_key, public_jwk = generate_signing_key()
     card = sign_agent_card(
-        build_agent_card(base_url), signing_key, f'{base_url}{JWKS_PATH}'
+        build_agent_card(base_url, grpc_only),
+        signing_key,
+        f'{base_url}{JWKS_PATH}',
     )
     jwks = {'keys': [public_jwk]}
 
@@ -300,14 +333,17 @@ def build_app(base_url: str, slow_seconds: float) -> Starlette:
         *create_agent_card_routes(card),  # /.well-known/agent-card.json
         *create_agent_card_routes(card, card_url=LEGACY_AGENT_CARD_PATH),
         Route(JWKS_PATH, endpoint=get_jwks, methods=['GET']),
-        *create_jsonrpc_routes(
-            handler, rpc_url=JSONRPC_PATH, enable_v0_3_compat=True
-        ),
-        # Must stay last: besides its own routes, create_rest_routes adds a
-        # catch-all Mount('/{tenant}') (for tenant-prefixed REST paths) that
-        # would otherwise swallow every path listed after it.
-        *create_rest_routes(handler, path_prefix=REST_PATH),
     ]
+    if not grpc_only:
+        routes += [
+            *create_jsonrpc_routes(
+                handler, rpc_url=JSONRPC_PATH, enable_v0_3_compat=True
+            ),
+            # Must stay last: besides its own routes, create_rest_routes adds
+            # a catch-all Mount('/{tenant}') (for tenant-prefixed REST paths)
+            # that would otherwise swallow every path listed after it.
+            *create_rest_routes(handler, path_prefix=REST_PATH),
+        ]
 
     @contextlib.asynccontextmanager
     async def lifespan(_app: Starlette) -> AsyncIterator[None]:
@@ -319,7 +355,7 @@ def build_app(base_url: str, slow_seconds: float) -> Starlette:
             await handler.aclose()
             await push_client.aclose()
 
-    return Starlette(routes=routes, lifespan=lifespan)
+    return Starlette(routes=routes, lifespan=lifespan), handler
 
 
 class _Server(uvicorn.Server):
@@ -328,10 +364,21 @@ class _Server(uvicorn.Server):
     uvicorn's own capture_signals() re-raises the captured signal after the
     graceful shutdown, which makes the process die of SIGTERM (or raise
     KeyboardInterrupt). Here the signal only triggers the graceful shutdown.
+    With `handle_signals=False` (--grpc-only) it leaves the signals alone:
+    serve_grpc_only() handles them and stops this server itself.
     """
+
+    def __init__(
+        self, config: uvicorn.Config, *, handle_signals: bool = True
+    ) -> None:
+        super().__init__(config)
+        self._handle_signals = handle_signals
 
     @contextlib.contextmanager
     def capture_signals(self) -> Generator[None, None, None]:
+        if not self._handle_signals:
+            yield
+            return
         handled = (signal.SIGINT, signal.SIGTERM)
         previous = {sig: signal.signal(sig, self.handle_exit) for sig in handled}
         try:
@@ -341,10 +388,8 @@ class _Server(uvicorn.Server):
                 signal.signal(sig, handler)
 
 
-async def serve(
-    host: str, port: int, slow_seconds: float, public_url: str | None
-) -> None:
-    # Bind first, so that the card can carry the real port when port is 0.
+def bind_socket(host: str, port: int) -> socket.socket:
+    """A bound (not yet listening) TCP socket; exits with status 1 if busy."""
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     try:
@@ -352,29 +397,212 @@ async def serve(
     except OSError as e:
         sock.close()
         sys.exit(f'cannot bind {host}:{port}: {e}')  # exit status 1
-    port = sock.getsockname()[1]
-    base_url = f'http://{host}:{port}'
+    return sock
 
-    # Behind a reverse proxy, the card names the proxy's origin (as a deployed agent's would).
-    app = build_app((public_url or base_url).rstrip('/'), slow_seconds)
+
+async def start_uvicorn(
+    app: Starlette, sock: socket.socket, *, handle_signals: bool = True
+) -> tuple[_Server, asyncio.Task[None]] | None:
+    """Starts uvicorn on `sock`; None if its startup failed."""
     config = uvicorn.Config(
         app,
         log_config=None,  # keep uvicorn's logs (incl. access log) on stderr
         timeout_graceful_shutdown=5,
     )
-    server = _Server(config)
-
+    server = _Server(config, handle_signals=handle_signals)
     serving = asyncio.create_task(server.serve(sockets=[sock]))
     while not server.started:
         if serving.done():  # startup failed
             await serving
-            return
+            return None
         await asyncio.sleep(0.01)
+    return server, serving
+
+
+async def serve(
+    host: str,
+    port: int,
+    slow_seconds: float,
+    public_url: str | None,
+    grpc_only: bool = False,
+) -> None:
+    # Bind first, so that the card can carry the real port when port is 0.
+    sock = bind_socket(host, port)
+    port = sock.getsockname()[1]
+    base_url = f'http://{host}:{port}'
+    # Behind a reverse proxy, the card names the proxy's origin (as a deployed agent's would).
+    card_base_url = (public_url or base_url).rstrip('/')
+
+    if grpc_only:
+        await serve_grpc_only(sock, base_url, card_base_url, slow_seconds)
+        return
+
+    app, _handler = build_app(card_base_url, slow_seconds)
+    started = await start_uvicorn(app, sock)
+    if started is None:
+        return
+    _server, serving = started
 
     logger.info('serving on %s (slow=%ss)', base_url, slow_seconds)
     print(f'READY {base_url}', flush=True)
     await serving
     logger.info('stopped')
+
+
+# --------------------------------------------------------------------------
+# --grpc-only: the card over HTTP/1.1 and gRPC, on one port
+# --------------------------------------------------------------------------
+
+# Every gRPC client opens its (cleartext, prior-knowledge) HTTP/2 connection
+# with this preface (RFC 9113, section 3.4); no HTTP/1.x request starts so.
+H2_PREFACE = b'PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n'
+INTERNAL_HOST = '127.0.0.1'  # where the gRPC server and uvicorn listen
+SNIFF_TIMEOUT = 10.0  # seconds a new connection has to send its first bytes
+SPLICE_CHUNK = 64 * 1024
+GRPC_SHUTDOWN_GRACE = 2.0  # seconds running RPCs get on shutdown
+
+
+async def _sniff(reader: asyncio.StreamReader) -> bytes:
+    """Reads the first bytes: the H2 preface, or as soon as they cannot be.
+
+    Reads at most len(H2_PREFACE) (24) bytes; fewer at EOF.
+    """
+    head = b''
+    while len(head) < len(H2_PREFACE) and H2_PREFACE.startswith(head):
+        chunk = await reader.read(len(H2_PREFACE) - len(head))
+        if not chunk:
+            break
+        head += chunk
+    return head
+
+
+async def _pump(
+    reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+) -> None:
+    """Copies `reader` to `writer` until EOF, then half-closes `writer`."""
+    while chunk := await reader.read(SPLICE_CHUNK):
+        writer.write(chunk)
+        await writer.drain()
+    if writer.can_write_eof() and not writer.is_closing():
+        writer.write_eof()
+
+
+class Front:
+    """Hands each connection on the public port to gRPC or to uvicorn.
+
+    Connections starting with the HTTP/2 preface go to the gRPC server,
+    all others to uvicorn (card routes); both listen on loopback ports of
+    their own, and the front copies the bytes both ways.
+    """
+
+    def __init__(self, http_port: int, grpc_port: int) -> None:
+        self._http_port = http_port
+        self._grpc_port = grpc_port
+        self._connections: set[asyncio.Task[Any]] = set()
+
+    async def handle(
+        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+    ) -> None:
+        """asyncio.start_server callback: one client connection."""
+        task = asyncio.current_task()
+        assert task is not None
+        self._connections.add(task)
+        try:
+            await self._splice(reader, writer)
+        except (OSError, asyncio.TimeoutError) as e:
+            logger.debug('front: connection ended: %r', e)
+        except asyncio.CancelledError:
+            # Cut by close(). Not re-raised: Python 3.11's start_server logs
+            # a callback task that ends cancelled as an error.
+            pass
+        finally:
+            self._connections.discard(task)
+            writer.close()
+
+    async def _splice(
+        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+    ) -> None:
+        head = await asyncio.wait_for(_sniff(reader), SNIFF_TIMEOUT)
+        if not head:
+            return
+        port = self._grpc_port if head == H2_PREFACE else self._http_port
+        up_reader, up_writer = await asyncio.open_connection(
+            INTERNAL_HOST, port
+        )
+        up_writer.write(head)
+        pumps = [
+            asyncio.create_task(_pump(reader, up_writer)),
+            asyncio.create_task(_pump(up_reader, writer)),
+        ]
+        try:
+            await asyncio.gather(*pumps)
+        finally:
+            for pump in pumps:
+                pump.cancel()
+            up_writer.close()
+
+    async def close(self) -> None:
+        """Cuts all spliced connections."""
+        for task in list(self._connections):
+            task.cancel()
+        await asyncio.gather(*self._connections, return_exceptions=True)
+
+
+async def serve_grpc_only(
+    sock: socket.socket,
+    base_url: str,
+    card_base_url: str,
+    slow_seconds: float,
+) -> None:
+    """Serves the card (HTTP/1.1) and A2A over gRPC on the one socket `sock`."""
+    app, handler = build_app(card_base_url, slow_seconds, grpc_only=True)
+
+    # The SDK's servicer for lf.a2a.v1.A2AService, over the same handler.
+    grpc_server = grpc.aio.server()
+    a2a_pb2_grpc.add_A2AServiceServicer_to_server(
+        GrpcHandler(handler), grpc_server
+    )
+    grpc_port = grpc_server.add_insecure_port(f'{INTERNAL_HOST}:0')
+    await grpc_server.start()
+
+    http_sock = bind_socket(INTERNAL_HOST, 0)
+    http_port = http_sock.getsockname()[1]
+    started = await start_uvicorn(app, http_sock, handle_signals=False)
+    if started is None:
+        await grpc_server.stop(None)
+        return
+    server, serving = started
+
+    front = Front(http_port=http_port, grpc_port=grpc_port)
+    listener = await asyncio.start_server(front.handle, sock=sock)
+
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+
+    logger.info(
+        'serving gRPC and the card on %s (internal: grpc %s, http %s; '
+        'slow=%ss)',
+        base_url,
+        grpc_port,
+        http_port,
+        slow_seconds,
+    )
+    print(f'READY {base_url}', flush=True)
+    try:
+        await stop.wait()
+    finally:
+        logger.info('shutting down')
+        listener.close()
+        await grpc_server.stop(GRPC_SHUTDOWN_GRACE)
+        await front.close()
+        # uvicorn's lifespan closes the request handler and the push client.
+        server.should_exit = True
+        await serving
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.remove_signal_handler(sig)
+        logger.info('stopped')
 
 
 def main() -> None:
@@ -394,6 +622,14 @@ def main() -> None:
         default=None,
         help='the origin the card names (default: http://<host>:<port>)',
     )
+    parser.add_argument(
+        '--grpc-only',
+        action='store_true',
+        help=(
+            'serve A2A only over gRPC (lf.a2a.v1.A2AService), on the same '
+            'port as the card'
+        ),
+    )
     args = parser.parse_args()
 
     logging.basicConfig(
@@ -401,7 +637,15 @@ def main() -> None:
         level=logging.INFO,
         format='%(asctime)s %(levelname)s %(name)s: %(message)s',
     )
-    asyncio.run(serve(args.host, args.port, args.slow_seconds, args.public_url))
+    asyncio.run(
+        serve(
+            args.host,
+            args.port,
+            args.slow_seconds,
+            args.public_url,
+            args.grpc_only,
+        )
+    )
 
 
 if __name__ == '__main__':

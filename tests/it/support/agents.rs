@@ -64,6 +64,11 @@ impl SdkAgent {
     /// Starts the agent; `public_url` is the origin its card names (a proxy in front of it).
     /// `None` when the SDK's runtime is missing and the test may be skipped.
     pub async fn start(sdk: Sdk, public_url: Option<&str>) -> Option<Self> {
+        Self::start_with(sdk, public_url, &[]).await
+    }
+
+    /// Starts the agent with extra arguments (e.g. the Python agent's `--grpc-only`).
+    pub async fn start_with(sdk: Sdk, public_url: Option<&str>, extra: &[&str]) -> Option<Self> {
         let (program, script) = match sdk.command() {
             Ok(found) => found,
             Err(why) => {
@@ -85,6 +90,7 @@ impl SdkAgent {
         if let Some(url) = public_url {
             command.args(["--public-url", url]);
         }
+        command.args(extra);
         let mut child = command
             .stdout(Stdio::piped())
             .stderr(Stdio::null())

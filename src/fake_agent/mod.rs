@@ -1,7 +1,9 @@
 //! A scriptable fake A2A agent for tests, benchmarks and demos (`cargo run --example
-//! fake-agent`). It serves a signed card and speaks v1.0 and v0.3 JSON-RPC, with streaming and
-//! push, and can be switched, at run time, into the broken behaviours the registry exists to
-//! catch. Not used by the service itself.
+//! fake-agent`). It serves a signed card and speaks v1.0 and v0.3 JSON-RPC, or v1.0 gRPC
+//! ([`FakeAgentConfig::grpc`]), with streaming and push, and can be switched, at run time, into
+//! the broken behaviours the registry exists to catch. Not used by the service itself.
+
+mod grpc;
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -47,6 +49,9 @@ pub enum Behaviour {
     PushFlood,
     /// Every call is answered only after `SLOW_ANSWER` (an agent that holds connections open).
     SlowAnswers,
+    /// Streams never end: after the turn's events, `working` updates follow without pause
+    /// for as long as the client reads them.
+    EndlessStream,
 }
 
 /// How long `SlowAnswers` holds each call.
@@ -76,6 +81,9 @@ pub struct FakeAgentConfig {
     pub padding: usize,
     /// The `tenant` of every v1.0 interface, if any.
     pub tenant: Option<String>,
+    /// Offer v1.0 over gRPC only (`GRPC` interface on the agent's origin, served on the same
+    /// port as the card) instead of JSON-RPC.
+    pub grpc: bool,
 }
 
 impl Default for FakeAgentConfig {
@@ -90,6 +98,7 @@ impl Default for FakeAgentConfig {
             public_origin: None,
             padding: 0,
             tenant: None,
+            grpc: false,
         }
     }
 }
@@ -179,7 +188,9 @@ impl FakeAgent {
             .route("/.well-known/jwks.json", get(jwks_handler))
             .route("/a2a/v1", post(v1_handler))
             .route("/a2a/v03", post(v03_handler))
-            .with_state(shared.clone());
+            .with_state(shared.clone())
+            // gRPC on the same port (HTTP/2 with prior knowledge), as one origin.
+            .merge(grpc::router(shared.clone()));
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
         tokio::spawn(async move {
             let _ = axum::serve(listener, router)
@@ -308,7 +319,11 @@ fn build_card(
             .iter()
             .map(|v| {
                 let path = if v.starts_with("0.") { "/a2a/v03" } else { "/a2a/v1" };
-                let mut interface = json!({"url": format!("{origin}{path}"), "protocolBinding": "JSONRPC", "protocolVersion": v});
+                let mut interface = if config.grpc && !v.starts_with("0.") {
+                    json!({"url": origin, "protocolBinding": "GRPC", "protocolVersion": v})
+                } else {
+                    json!({"url": format!("{origin}{path}"), "protocolBinding": "JSONRPC", "protocolVersion": v})
+                };
                 if let Some(tenant) = &config.tenant {
                     interface["tenant"] = tenant.as_str().into();
                 }
@@ -366,13 +381,41 @@ fn rpc_result(req: &Value, result: Value) -> Response {
     Json(json!({"jsonrpc": "2.0", "id": req["id"], "result": result})).into_response()
 }
 
+/// What the agent answers a call with, whichever binding carried it.
+enum Reply {
+    Result(Value),
+    Error(i64, &'static str),
+    /// The push store fails (HTTP 500; gRPC `INTERNAL`).
+    Unavailable,
+    /// A stream of results.
+    Events(mpsc::Receiver<StreamItem>),
+}
+
+/// One item of a stream.
+enum StreamItem {
+    Event(Value),
+    /// Bytes that are not JSON (SSE only).
+    Malformed,
+}
+
 /// Answers one JSON-RPC request.
+async fn dispatch(s: Arc<Shared>, req: Value, v1: bool) -> Response {
+    let method = req["method"].as_str().unwrap_or_default();
+    match call(s, method, &req["params"], v1).await {
+        Reply::Result(result) => rpc_result(&req, result),
+        Reply::Error(code, message) => rpc_error(&req, code, message),
+        Reply::Unavailable => {
+            (StatusCode::INTERNAL_SERVER_ERROR, "push store unavailable").into_response()
+        }
+        Reply::Events(rx) => sse(rx, req["id"].clone()),
+    }
+}
+
+/// Answers one call: `method` by its v1.0 name (`v1`) or its v0.3 one.
 ///
 /// Long on purpose: one arm per A2A method (both wire versions' names side by side), so the
 /// test double's whole surface reads in one place.
-async fn dispatch(s: Arc<Shared>, req: Value, v1: bool) -> Response {
-    let method = req["method"].as_str().unwrap_or_default();
-    let params = &req["params"];
+async fn call(s: Arc<Shared>, method: &str, params: &Value, v1: bool) -> Reply {
     let behaviour = *lock(&s.behaviour);
     if behaviour == Behaviour::SlowAnswers {
         tokio::time::sleep(SLOW_ANSWER).await;
@@ -386,7 +429,7 @@ async fn dispatch(s: Arc<Shared>, req: Value, v1: bool) -> Response {
             };
             let (task_id, updates) = match begin_turn(&s, &params["message"], v1) {
                 Ok(turn) => turn,
-                Err((code, msg)) => return rpc_error(&req, code, msg),
+                Err((code, msg)) => return Reply::Error(code, msg),
             };
             register_inline(&s, &task_id, params, v1);
             if non_blocking {
@@ -414,28 +457,31 @@ async fn dispatch(s: Arc<Shared>, req: Value, v1: bool) -> Response {
                 }
             }
             let task = task_json(&s, &task_id, v1, behaviour);
-            rpc_result(&req, if v1 { json!({"task": task}) } else { task })
+            Reply::Result(if v1 { json!({"task": task}) } else { task })
         }
         ("SendStreamingMessage", true) | ("message/stream", false) => {
             if behaviour == Behaviour::StreamingPlainJson {
                 let (task_id, updates) = match begin_turn(&s, &params["message"], v1) {
                     Ok(turn) => turn,
-                    Err((code, msg)) => return rpc_error(&req, code, msg),
+                    Err((code, msg)) => return Reply::Error(code, msg),
                 };
                 for u in &updates {
                     apply(&s, &task_id, u, behaviour);
                 }
                 let task = task_json(&s, &task_id, v1, behaviour);
-                return rpc_result(&req, if v1 { json!({"task": task}) } else { task });
+                return Reply::Result(if v1 { json!({"task": task}) } else { task });
             }
-            stream(s, req, v1, behaviour)
+            match events(s, params, v1, behaviour) {
+                Ok(rx) => Reply::Events(rx),
+                Err((code, msg)) => Reply::Error(code, msg),
+            }
         }
         ("GetTask", true) | ("tasks/get", false) => {
             let id = params["id"].as_str().unwrap_or_default();
             if !lock(&s.tasks).contains_key(id) {
-                return rpc_error(&req, -32001, "Task not found");
+                return Reply::Error(-32001, "Task not found");
             }
-            rpc_result(&req, task_json(&s, id, v1, behaviour))
+            Reply::Result(task_json(&s, id, v1, behaviour))
         }
         ("CancelTask", true) | ("tasks/cancel", false) => {
             let id = params["id"].as_str().unwrap_or_default().to_string();
@@ -447,24 +493,23 @@ async fn dispatch(s: Arc<Shared>, req: Value, v1: bool) -> Response {
             {
                 let tasks = lock(&s.tasks);
                 match tasks.get(&id) {
-                    None => return rpc_error(&req, -32001, "Task not found"),
+                    None => return Reply::Error(-32001, "Task not found"),
                     Some(t) if is_terminal(t.state) => {
-                        return rpc_error(&req, -32002, "Task cannot be canceled");
+                        return Reply::Error(-32002, "Task cannot be canceled");
                     }
                     Some(_) => {}
                 }
             }
             apply(&s, &id, &cancel, behaviour);
-            rpc_result(&req, task_json(&s, &id, v1, behaviour))
+            Reply::Result(task_json(&s, &id, v1, behaviour))
         }
         ("CreateTaskPushNotificationConfig", true)
         | ("tasks/pushNotificationConfig/set", false) => {
             if !s.config.push {
-                return rpc_error(&req, -32003, "Push notifications are not supported");
+                return Reply::Error(-32003, "Push notifications are not supported");
             }
             if behaviour == Behaviour::PushRegistration500 {
-                return (StatusCode::INTERNAL_SERVER_ERROR, "push store unavailable")
-                    .into_response();
+                return Reply::Unavailable;
             }
             let task_id = params["taskId"].as_str().unwrap_or_default().to_string();
             let config = if v1 {
@@ -478,9 +523,9 @@ async fn dispatch(s: Arc<Shared>, req: Value, v1: bool) -> Response {
                 v1,
             };
             lock(&s.pushes).insert(task_id, push);
-            rpc_result(&req, params.clone())
+            Reply::Result(params.clone())
         }
-        _ => rpc_error(&req, -32601, "Method not found"),
+        _ => Reply::Error(-32601, "Method not found"),
     }
 }
 
@@ -746,13 +791,16 @@ async fn notify(s: &Shared, task_id: &str, update: &Update) {
     }
 }
 
-fn stream(s: Arc<Shared>, req: Value, v1: bool, behaviour: Behaviour) -> Response {
-    let (task_id, mut updates) = match begin_turn(&s, &req["params"]["message"], v1) {
-        Ok(turn) => turn,
-        Err((code, msg)) => return rpc_error(&req, code, msg),
-    };
-    register_inline(&s, &task_id, &req["params"], v1);
-    let is_new = req["params"]["message"]["taskId"].is_null();
+/// Plays a streamed turn: the task (when new), then each update as it is applied.
+fn events(
+    s: Arc<Shared>,
+    params: &Value,
+    v1: bool,
+    behaviour: Behaviour,
+) -> Result<mpsc::Receiver<StreamItem>, (i64, &'static str)> {
+    let (task_id, mut updates) = begin_turn(&s, &params["message"], v1)?;
+    register_inline(&s, &task_id, params, v1);
+    let is_new = params["message"]["taskId"].is_null();
     match behaviour {
         Behaviour::TwoTerminalEvents => {
             if let Some(last) = updates.last().cloned() {
@@ -762,49 +810,67 @@ fn stream(s: Arc<Shared>, req: Value, v1: bool, behaviour: Behaviour) -> Respons
         Behaviour::EventAfterTerminal => updates.push(Update::Artifact("late".into())),
         _ => {}
     }
-    let (tx, rx) = mpsc::channel::<String>(16);
-    let id = req["id"].clone();
+    let (tx, rx) = mpsc::channel::<StreamItem>(16);
     tokio::spawn(async move {
-        let frame = |result: Value| {
-            format!(
-                "data: {}\n\n",
-                json!({"jsonrpc": "2.0", "id": id, "result": result})
-            )
-        };
         if is_new {
             let task = task_json(&s, &task_id, v1, behaviour);
-            let _ = tx
-                .send(frame(if v1 { json!({"task": task}) } else { task }))
-                .await;
+            let task = if v1 { json!({"task": task}) } else { task };
+            let _ = tx.send(StreamItem::Event(task)).await;
         }
         for (i, u) in updates.iter().enumerate() {
             tokio::time::sleep(s.config.step_delay).await;
             apply(&s, &task_id, u, behaviour);
             let event = event_json(&s, &task_id, u, v1);
             notify(&s, &task_id, u).await;
-            if tx.send(frame(event)).await.is_err() {
+            if tx.send(StreamItem::Event(event)).await.is_err() {
                 return;
             }
             if behaviour == Behaviour::MalformedSse && i == 0 {
-                let _ = tx.send("data: {this is not json\n\n".into()).await;
+                let _ = tx.send(StreamItem::Malformed).await;
             }
         }
-        if behaviour == Behaviour::NeverFinishes {
+        match behaviour {
             // Hold the stream open until the client gives up.
-            tokio::time::sleep(Duration::from_secs(300)).await;
+            Behaviour::NeverFinishes => tokio::time::sleep(Duration::from_secs(300)).await,
+            Behaviour::EndlessStream => {
+                let working = Update::Status {
+                    state: "working",
+                    timestamp: true,
+                    message: None,
+                };
+                while tx
+                    .send(StreamItem::Event(event_json(&s, &task_id, &working, v1)))
+                    .await
+                    .is_ok()
+                {}
+            }
+            _ => {}
         }
     });
-    let body = Body::from_stream(tokio_stream_from(rx).map(Ok::<_, std::io::Error>));
+    Ok(rx)
+}
+
+/// A stream as Server-Sent Events of JSON-RPC responses.
+fn sse(rx: mpsc::Receiver<StreamItem>, id: Value) -> Response {
+    let frames = tokio_stream_from(rx).map(move |item| {
+        Ok::<_, std::io::Error>(match item {
+            StreamItem::Event(result) => format!(
+                "data: {}\n\n",
+                json!({"jsonrpc": "2.0", "id": id, "result": result})
+            ),
+            StreamItem::Malformed => "data: {this is not json\n\n".to_string(),
+        })
+    });
     (
         [
             (header::CONTENT_TYPE, "text/event-stream"),
             (header::CACHE_CONTROL, "no-cache"),
         ],
-        body,
+        Body::from_stream(frames),
     )
         .into_response()
 }
 
-fn tokio_stream_from(mut rx: mpsc::Receiver<String>) -> impl futures::Stream<Item = String> {
+fn tokio_stream_from<T>(mut rx: mpsc::Receiver<T>) -> impl futures::Stream<Item = T> {
     futures::stream::poll_fn(move |cx| rx.poll_recv(cx))
 }

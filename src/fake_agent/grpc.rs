@@ -1,0 +1,130 @@
+//! The fake agent over the v1.0 gRPC binding: the same calls, behaviours and tasks as its
+//! JSON-RPC face, with each request and answer carried as the protobuf of its v1.0 JSON.
+
+use std::pin::Pin;
+use std::sync::Arc;
+
+use futures::{Stream, StreamExt};
+use serde_json::Value;
+use tonic::{Code, Request, Response, Status};
+
+use super::{Reply, Shared, StreamItem, call, tokio_stream_from};
+use crate::remote::grpc::proto::{
+    CancelTaskRequest, GetTaskRequest, SendMessageRequest, SendMessageResponse, StreamResponse,
+    Task, TaskPushNotificationConfig,
+    a2a_service_server::{A2aService, A2aServiceServer},
+};
+
+/// The gRPC service's routes, to serve beside the card on one port.
+pub(super) fn router(shared: Arc<Shared>) -> axum::Router {
+    tonic::service::Routes::new(A2aServiceServer::new(GrpcAgent(shared))).into_axum_router()
+}
+
+struct GrpcAgent(Arc<Shared>);
+
+type Events = Pin<Box<dyn Stream<Item = Result<StreamResponse, Status>> + Send>>;
+
+impl GrpcAgent {
+    /// One unary call through the shared dispatcher.
+    async fn unary<In, Out>(
+        &self,
+        method: &str,
+        request: Request<In>,
+    ) -> Result<Response<Out>, Status>
+    where
+        In: serde::Serialize,
+        Out: serde::de::DeserializeOwned,
+    {
+        let params = params(&request)?;
+        match call(self.0.clone(), method, &params, true).await {
+            Reply::Result(value) => Ok(Response::new(message(value)?)),
+            Reply::Error(code, text) => Err(status(code, text)),
+            Reply::Unavailable => Err(Status::internal("push store unavailable")),
+            Reply::Events(_) => Err(Status::internal("a stream where one answer was due")),
+        }
+    }
+}
+
+/// The request as the v1.0 JSON the dispatcher reads, once its version metadata is checked.
+fn params<T: serde::Serialize>(request: &Request<T>) -> Result<Value, Status> {
+    // A missing version means 0.3, which gRPC does not carry (A2A v1.0 §3.6.2, §10.2).
+    let version = request
+        .metadata()
+        .get("a2a-version")
+        .and_then(|v| v.to_str().ok());
+    if !version.is_some_and(|v| v.starts_with("1.")) {
+        return Err(Status::failed_precondition(
+            "a2a-version 1.x metadata is required",
+        ));
+    }
+    serde_json::to_value(request.get_ref()).map_err(|e| Status::internal(e.to_string()))
+}
+
+fn message<T: serde::de::DeserializeOwned>(value: Value) -> Result<T, Status> {
+    T::deserialize(&value).map_err(|e| Status::internal(format!("no protobuf for {value}: {e}")))
+}
+
+/// The gRPC status for a JSON-RPC error code (A2A v1.0 §5.4).
+fn status(code: i64, text: &str) -> Status {
+    let code = match code {
+        -32001 => Code::NotFound,
+        -32002 | -32004 => Code::FailedPrecondition,
+        -32003 | -32601 => Code::Unimplemented,
+        -32602 => Code::InvalidArgument,
+        _ => Code::Unknown,
+    };
+    Status::new(code, text)
+}
+
+#[tonic::async_trait]
+impl A2aService for GrpcAgent {
+    async fn send_message(
+        &self,
+        request: Request<SendMessageRequest>,
+    ) -> Result<Response<SendMessageResponse>, Status> {
+        self.unary("SendMessage", request).await
+    }
+
+    type SendStreamingMessageStream = Events;
+
+    async fn send_streaming_message(
+        &self,
+        request: Request<SendMessageRequest>,
+    ) -> Result<Response<Events>, Status> {
+        let params = params(&request)?;
+        let events: Events = match call(self.0.clone(), "SendStreamingMessage", &params, true).await
+        {
+            Reply::Events(rx) => Box::pin(tokio_stream_from(rx).filter_map(|item| async {
+                match item {
+                    StreamItem::Event(value) => Some(message::<StreamResponse>(value)),
+                    // Bytes that are no protobuf cannot pass through a typed stream.
+                    StreamItem::Malformed => None,
+                }
+            })),
+            // `StreamingPlainJson`: the whole task at once, as a stream of one.
+            Reply::Result(value) => Box::pin(futures::stream::iter([message(value)])),
+            Reply::Error(code, text) => return Err(status(code, text)),
+            Reply::Unavailable => return Err(Status::internal("unavailable")),
+        };
+        Ok(Response::new(events))
+    }
+
+    async fn get_task(&self, request: Request<GetTaskRequest>) -> Result<Response<Task>, Status> {
+        self.unary("GetTask", request).await
+    }
+
+    async fn cancel_task(
+        &self,
+        request: Request<CancelTaskRequest>,
+    ) -> Result<Response<Task>, Status> {
+        self.unary("CancelTask", request).await
+    }
+
+    async fn create_task_push_notification_config(
+        &self,
+        request: Request<TaskPushNotificationConfig>,
+    ) -> Result<Response<TaskPushNotificationConfig>, Status> {
+        self.unary("CreateTaskPushNotificationConfig", request)
+            .await
+    }
+}
