@@ -56,6 +56,8 @@ echo "== cardgate probe, $RUNS runs each (release build; this machine: $(nproc) 
 if [ -x "$PYTHON" ]; then
   start_ready "$PYTHON" tests/agents/python/agent.py --port 0
   measure "Python SDK agent (a2a-sdk 1.3.0), 1.0 + 0.3" "$ORIGIN"
+  start_ready "$PYTHON" tests/agents/python/agent.py --port 0 --grpc-only
+  measure "Python SDK agent, 1.0 over gRPC only" "$ORIGIN" --binding grpc
 else
   echo "(Python agent skipped: no $PYTHON)"
 fi
@@ -83,3 +85,9 @@ measure "fake agent, padded + polled until deadline" "$ORIGIN" --deadline-secs 1
 RUNS=$RUNS_SAVED
 fake --behaviour push-flood
 measure "fake agent, webhook flood (50x each delivery)" "$ORIGIN"
+fake --behaviour conformant --grpc
+measure "fake agent over gRPC, conformant" "$ORIGIN"
+fake --behaviour conformant --grpc --padding-bytes 4194304
+measure "fake agent over gRPC, 4 MiB messages (refused)" "$ORIGIN"
+fake --behaviour endless-stream --grpc
+measure "fake agent over gRPC, endless stream" "$ORIGIN"

@@ -3,7 +3,8 @@
 //! how much memory.
 //!
 //! `cargo run --release --example bench-probes -- [sequential-count] [concurrency levels…]`
-//! (build the fake agent first: `cargo build --release --example fake-agent`).
+//! (build the fake agent first: `cargo build --release --example fake-agent`). With
+//! `BENCH_GRPC=1` the agent offers v1.0 over gRPC only, and the cycles run over gRPC.
 
 #[path = "../bench/proc_stats.rs"]
 mod proc_stats;
@@ -50,9 +51,11 @@ async fn main() -> anyhow::Result<()> {
     let port = std::net::TcpListener::bind("127.0.0.1:0")?
         .local_addr()?
         .port();
+    let grpc = std::env::var("BENCH_GRPC").is_ok_and(|v| v == "1");
     let agent_bin = std::env::current_exe()?.with_file_name("fake-agent");
     let mut agent = tokio::process::Command::new(&agent_bin)
         .args(["--listen", &format!("127.0.0.1:{port}"), "--push", "false"])
+        .args(grpc.then_some("--grpc"))
         .stdout(Stdio::null())
         .kill_on_drop(true)
         .spawn()
@@ -100,7 +103,8 @@ async fn main() -> anyhow::Result<()> {
     once().await; // warm up connections
 
     println!(
-        "probe cycle: lifecycle (streamed) against a conformant fake agent in another process"
+        "probe cycle over {}: lifecycle (streamed) against a conformant fake agent in another process",
+        if grpc { "gRPC" } else { "JSON-RPC" }
     );
     let cpu0 = proc_stats::cpu_time();
     let t0 = Instant::now();

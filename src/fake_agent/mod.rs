@@ -193,6 +193,11 @@ impl FakeAgent {
             .merge(grpc::router(shared.clone()));
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
         tokio::spawn(async move {
+            // No Nagle delay: HTTP/2 writes headers, data and trailers separately, and a
+            // delayed ACK would hold each gRPC answer back by tens of milliseconds.
+            let listener = axum::serve::ListenerExt::tap_io(listener, |tcp| {
+                let _ = tcp.set_nodelay(true);
+            });
             let _ = axum::serve(listener, router)
                 .with_graceful_shutdown(async {
                     let _ = stopped.await;

@@ -502,6 +502,7 @@ impl A2aClient {
         .await;
         match opened {
             Err(_) => {
+                self.outbound.metrics.outbound("timeout");
                 let e = self.no_answer(timeout);
                 self.finish(call, started, None, None, None, Some(e.clone()));
                 Self::plain(call, Answer::Broken(e))
@@ -574,6 +575,7 @@ impl A2aClient {
                 (call, answer)
             }
             Err(_) => {
+                self.outbound.metrics.outbound("timeout");
                 let e = self.no_answer(timeout);
                 self.finish(call, started, None, None, None, Some(e.clone()));
                 (call, Answer::Broken(e))

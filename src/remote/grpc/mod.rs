@@ -31,6 +31,7 @@ pub use timestamp::Timestamp;
 use super::sse::{Frame, StreamStop};
 use super::{FetchError, NetworkPolicy, Outbound, permitted_addresses};
 use crate::domain::time;
+use crate::metrics::Metrics;
 
 /// The generated `lf.a2a.v1` messages, client and server, with their proto3 JSON mapping.
 #[allow(
@@ -118,6 +119,7 @@ pub enum Reply {
 #[derive(Clone)]
 pub struct GrpcTransport {
     channel: Channel,
+    metrics: Metrics,
     /// Sent as `a2a-version` metadata on every call (A2A §10.2).
     version: MetadataValue<tonic::metadata::Ascii>,
 }
@@ -154,6 +156,7 @@ impl GrpcTransport {
         };
         Ok(Self {
             channel: endpoint.connect_with_connector_lazy(connector),
+            metrics: outbound.metrics.clone(),
             version: MetadataValue::try_from(version)
                 .unwrap_or_else(|_| MetadataValue::from_static("1.0")),
         })
@@ -175,6 +178,25 @@ impl GrpcTransport {
 
     /// Calls `method` with `params` (the request message as proto3 JSON).
     pub async fn unary(&self, method: Method, params: &Value, max_message: usize) -> Reply {
+        let reply = self.unary_inner(method, params, max_message).await;
+        if let Reply::Message(_, s) | Reply::Status(s) = &reply {
+            self.count(s);
+        }
+        reply
+    }
+
+    /// Counts a call's result with every other outbound request's: a status the peer sent is
+    /// a response; `UNAVAILABLE` is tonic's word for a connection that never carried one.
+    fn count(&self, status: &CallStatus) {
+        let result = match status.status.as_str() {
+            "UNAVAILABLE" if status.message.contains("refused addresses") => "refused",
+            "UNAVAILABLE" => "transport",
+            _ => "response",
+        };
+        self.metrics.outbound(result);
+    }
+
+    async fn unary_inner(&self, method: Method, params: &Value, max_message: usize) -> Reply {
         let mut client = self.client(max_message);
         match method {
             Method::SendMessage => match decode::<proto::SendMessageRequest>(params) {
@@ -216,9 +238,14 @@ impl GrpcTransport {
         {
             Ok(response) => {
                 let status = CallStatus::ok(response.metadata());
+                self.count(&status);
                 Ok((GrpcEvents::new(response.into_inner()), status))
             }
-            Err(status) => Err(Reply::Status(CallStatus::from_status(&status))),
+            Err(status) => {
+                let status = CallStatus::from_status(&status);
+                self.count(&status);
+                Err(Reply::Status(status))
+            }
         }
     }
 }
