@@ -31,10 +31,42 @@ pub struct ProbeRequest {
     /// The subject's `Major.Minor`; required when the callee offers several.
     #[schema(example = "1.0", pattern = r"^[0-9]{1,4}\.[0-9]{1,4}$")]
     pub protocol_version: Option<String>,
-    /// Probe the interface over this binding (`JSONRPC`, `HTTP+JSON` or `GRPC`, any case)
-    /// instead of the one cardgate prefers; the newest card must offer it for the version.
-    #[schema(value_type = Option<String>, example = "GRPC")]
-    pub binding: Option<Binding>,
+    /// Probe the interface over this binding instead of the one cardgate prefers; the
+    /// newest card must offer it for the version.
+    pub binding: Option<BindingName>,
+}
+
+/// A binding as cards name it (read in any case).
+#[derive(Debug, Clone, Copy, Deserialize, ToSchema)]
+#[serde(try_from = "String")]
+pub enum BindingName {
+    #[serde(rename = "JSONRPC")]
+    JsonRpc,
+    #[serde(rename = "HTTP+JSON")]
+    HttpJson,
+    #[serde(rename = "GRPC")]
+    Grpc,
+}
+
+impl TryFrom<String> for BindingName {
+    type Error = String;
+    fn try_from(s: String) -> Result<Self, String> {
+        Ok(match s.parse::<Binding>()? {
+            Binding::JsonRpc => Self::JsonRpc,
+            Binding::HttpJson => Self::HttpJson,
+            Binding::Grpc => Self::Grpc,
+        })
+    }
+}
+
+impl From<BindingName> for Binding {
+    fn from(name: BindingName) -> Self {
+        match name {
+            BindingName::JsonRpc => Binding::JsonRpc,
+            BindingName::HttpJson => Binding::HttpJson,
+            BindingName::Grpc => Binding::Grpc,
+        }
+    }
 }
 
 /// A probe run, without its evidence.
@@ -253,7 +285,7 @@ pub async fn create_probe(
         &app.services.store,
         CalleeId(id),
         version,
-        body.binding,
+        body.binding.map(Binding::from),
         "operator",
         &caller.actor(),
         app.services.now(),

@@ -358,3 +358,21 @@ async fn a_grpc_target_in_a_refused_network_is_never_dialled() {
     }
     assert_eq!(accepted.load(Ordering::SeqCst), 0);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_https_grpc_interface_is_spoken_to_over_tls_only() {
+    // The fake agent speaks plaintext HTTP/2: over `https://` the TLS handshake fails, and
+    // nothing is sent in clear in its place.
+    let agent = FakeAgent::start(grpc_config(), Behaviour::Conformant)
+        .await
+        .unwrap();
+    let url = agent.origin().replacen("http://", "https://", 1);
+    let mut client = client(&url, CallLimits::default(), true);
+    let (_, answer) = client.send("send", &hello()).await;
+    let why = match answer {
+        Answer::Broken(why) | Answer::Error { message: why, .. } => why,
+        Answer::Result(r) => panic!("answered in clear: {r}"),
+    };
+    // rustls's word for a reply that is not a TLS record: the client opened with a handshake.
+    assert!(why.contains("InvalidContentType"), "{why}");
+}
