@@ -193,6 +193,11 @@ pub struct OutboundArgs {
     #[arg(long, env = "CARDGATE_FETCH_TIMEOUT_SECS", default_value_t = DiscoverySettings::default().fetch_timeout.as_secs())]
     pub fetch_timeout_secs: u64,
 
+    /// Extra certificate authorities (a PEM file) that outbound TLS trusts beside the
+    /// platform's roots: for agents behind a private CA, over HTTPS and gRPC alike.
+    #[arg(long, env = "CARDGATE_OUTBOUND_CA_FILE", value_name = "PEM")]
+    pub outbound_ca_file: Option<std::path::PathBuf>,
+
     /// Deadline for establishing a connection, in seconds.
     #[arg(long, env = "CARDGATE_CONNECT_TIMEOUT_SECS", default_value_t = OutboundSettings::default().connect_timeout.as_secs())]
     pub connect_timeout_secs: u64,
@@ -226,8 +231,15 @@ impl OutboundArgs {
     pub fn outbound(&self) -> anyhow::Result<OutboundSettings> {
         let allowed = NetworkPolicy::parse_allowed(&self.allow_networks)
             .map_err(|e| anyhow::anyhow!("CARDGATE_ALLOW_NETWORKS: {e}"))?;
+        let extra_roots = match &self.outbound_ca_file {
+            Some(path) => std::fs::read(path).map_err(|e| {
+                anyhow::anyhow!("CARDGATE_OUTBOUND_CA_FILE {}: {e}", path.display())
+            })?,
+            None => Vec::new(),
+        };
         Ok(OutboundSettings {
             policy: NetworkPolicy::new(allowed),
+            extra_roots_pem: extra_roots,
             connect_timeout: Duration::from_secs(self.connect_timeout_secs.max(1)),
             max_redirects: self.max_redirects,
             ..OutboundSettings::default()

@@ -17,10 +17,16 @@ use crate::remote::grpc::proto::{
 
 /// The gRPC service's routes, to serve beside the card on one port.
 pub(super) fn router(shared: Arc<Shared>) -> axum::Router {
-    tonic::service::Routes::new(A2aServiceServer::new(GrpcAgent(shared))).into_axum_router()
+    tonic::service::Routes::new(service(shared)).into_axum_router()
 }
 
-struct GrpcAgent(Arc<Shared>);
+/// The fake agent's gRPC service, to serve elsewhere too (e.g. behind TLS in a test).
+pub struct GrpcAgent(Arc<Shared>);
+
+/// The service over `shared`'s tasks and behaviour.
+pub(super) fn service(shared: Arc<Shared>) -> A2aServiceServer<GrpcAgent> {
+    A2aServiceServer::new(GrpcAgent(shared))
+}
 
 type Events = Pin<Box<dyn Stream<Item = Result<StreamResponse, Status>> + Send>>;
 

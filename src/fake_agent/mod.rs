@@ -5,6 +5,8 @@
 
 mod grpc;
 
+pub use grpc::GrpcAgent;
+
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
@@ -209,6 +211,13 @@ impl FakeAgent {
             shared,
             stop: Some(stop),
         })
+    }
+
+    /// The agent's gRPC service (the one it serves on its own port), to serve elsewhere too.
+    pub fn grpc_service(
+        &self,
+    ) -> crate::remote::grpc::proto::a2a_service_server::A2aServiceServer<GrpcAgent> {
+        grpc::service(self.shared.clone())
     }
 
     pub fn origin(&self) -> String {

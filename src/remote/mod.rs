@@ -31,6 +31,8 @@ use crate::metrics::Metrics;
 #[derive(Debug, Clone)]
 pub struct OutboundSettings {
     pub policy: NetworkPolicy,
+    /// Certificate authorities (PEM) trusted beside the platform's roots; empty for none.
+    pub extra_roots_pem: Vec<u8>,
     pub connect_timeout: Duration,
     /// Backstop for any single request; callers set tighter deadlines per use.
     pub request_timeout: Duration,
@@ -42,6 +44,7 @@ impl Default for OutboundSettings {
     fn default() -> Self {
         Self {
             policy: NetworkPolicy::default(),
+            extra_roots_pem: Vec::new(),
             connect_timeout: Duration::from_secs(3),
             request_timeout: Duration::from_secs(60),
             max_redirects: 3,
@@ -116,6 +119,7 @@ pub struct Outbound {
     policy: Arc<NetworkPolicy>,
     max_redirects: usize,
     connect_timeout: Duration,
+    extra_roots_pem: Arc<Vec<u8>>,
     user_agent: String,
     metrics: Metrics,
 }
@@ -200,7 +204,13 @@ async fn permitted_addresses(
 impl Outbound {
     pub fn new(settings: OutboundSettings) -> Result<Self, reqwest::Error> {
         let policy = Arc::new(settings.policy);
-        let client = reqwest::Client::builder()
+        let mut builder = reqwest::Client::builder();
+        if !settings.extra_roots_pem.is_empty() {
+            for cert in reqwest::Certificate::from_pem_bundle(&settings.extra_roots_pem)? {
+                builder = builder.add_root_certificate(cert);
+            }
+        }
+        let client = builder
             .user_agent(settings.user_agent.clone())
             .connect_timeout(settings.connect_timeout)
             .timeout(settings.request_timeout)
@@ -215,6 +225,7 @@ impl Outbound {
             policy,
             max_redirects: settings.max_redirects,
             connect_timeout: settings.connect_timeout,
+            extra_roots_pem: Arc::new(settings.extra_roots_pem),
             user_agent: settings.user_agent,
             metrics: Metrics::default(),
         })

@@ -376,3 +376,64 @@ async fn an_https_grpc_interface_is_spoken_to_over_tls_only() {
     // rustls's word for a reply that is not a TLS record: the client opened with a handshake.
     assert!(why.contains("InvalidContentType"), "{why}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_grpc_peer_behind_tls_is_spoken_to_when_its_ca_is_trusted_and_only_then() {
+    let agent = FakeAgent::start(grpc_config(), Behaviour::Conformant)
+        .await
+        .unwrap();
+    let rcgen::CertifiedKey { cert, signing_key } =
+        rcgen::generate_simple_self_signed(vec!["localhost".into()]).unwrap();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!(
+        "https://localhost:{}",
+        listener.local_addr().unwrap().port()
+    );
+    let identity = tonic::transport::Identity::from_pem(cert.pem(), signing_key.serialize_pem());
+    let server = tonic::transport::Server::builder()
+        .tls_config(tonic::transport::ServerTlsConfig::new().identity(identity))
+        .unwrap()
+        .add_service(agent.grpc_service())
+        .serve_with_incoming(tonic::transport::server::TcpIncoming::from(listener));
+    tokio::spawn(server);
+
+    let outbound = |extra_roots_pem: Vec<u8>| {
+        Outbound::new(OutboundSettings {
+            policy: NetworkPolicy::new(
+                NetworkPolicy::parse_allowed("127.0.0.0/8,::1/128").unwrap(),
+            ),
+            extra_roots_pem,
+            ..OutboundSettings::default()
+        })
+        .unwrap()
+    };
+    let connect = |extra: Vec<u8>| {
+        A2aClient::new(
+            outbound(extra),
+            Url::parse(&url).unwrap(),
+            Wire::GrpcV1,
+            ProtocolVersion::new(1, 0),
+            CallLimits::default(),
+        )
+    };
+
+    // Trusted through CARDGATE_OUTBOUND_CA_FILE's setting: the whole exchange runs over TLS.
+    let mut trusting = connect(cert.pem().into_bytes());
+    let (_, answer) = trusting.send("send", &hello()).await;
+    let Answer::Result(result) = answer else {
+        panic!("over TLS: {answer:?}");
+    };
+    assert_eq!(
+        result["task"]["status"]["state"], "TASK_STATE_COMPLETED",
+        "{result:#}"
+    );
+
+    // The platform's roots alone do not know the certificate: refused at the handshake.
+    let mut doubting = connect(Vec::new());
+    let (_, answer) = doubting.send("send", &hello()).await;
+    let why = match answer {
+        Answer::Broken(why) | Answer::Error { message: why, .. } => why,
+        Answer::Result(r) => panic!("an untrusted certificate was accepted: {r}"),
+    };
+    assert!(why.contains("certificate"), "{why}");
+}

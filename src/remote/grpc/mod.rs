@@ -144,9 +144,14 @@ impl GrpcTransport {
             .map_err(|e| invalid(&e))?
             .connect_timeout(outbound.connect_timeout);
         if url.scheme() == "https" {
-            let tls = ClientTlsConfig::new()
+            let mut tls = ClientTlsConfig::new()
                 .with_native_roots()
                 .domain_name(host.trim_start_matches('[').trim_end_matches(']'));
+            if !outbound.extra_roots_pem.is_empty() {
+                tls = tls.ca_certificate(tonic::transport::Certificate::from_pem(
+                    outbound.extra_roots_pem.as_slice(),
+                ));
+            }
             endpoint = endpoint.tls_config(tls).map_err(|e| invalid(&e))?;
         }
         let connector = GuardedConnector {
