@@ -3,7 +3,7 @@
 use std::process::Output;
 
 use cardgate::fake_agent::{Behaviour, FakeAgent, FakeAgentConfig};
-use serde_json::Value;
+use serde_json::{Value, json};
 
 async fn cardgate_probe(args: &[&str]) -> Output {
     tokio::process::Command::new(env!("CARGO_BIN_EXE_cardgate"))
@@ -14,6 +14,18 @@ async fn cardgate_probe(args: &[&str]) -> Output {
         .output()
         .await
         .expect("cardgate runs")
+}
+
+/// `cardgate probe … --json`: asserts the exit code and returns the report it printed.
+async fn json_report(args: &[&str], exit: i32) -> Value {
+    let out = cardgate_probe(args).await;
+    assert_eq!(
+        out.status.code(),
+        Some(exit),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).expect("--json prints JSON")
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -46,14 +58,7 @@ async fn probe_exits_1_when_not_and_says_why_in_json() {
     let dir = tempfile::tempdir().unwrap();
     let junit = dir.path().join("probe.xml");
     let junit_arg = junit.display().to_string();
-    let out = cardgate_probe(&[&agent.origin(), "--json", "--junit", &junit_arg]).await;
-    assert_eq!(
-        out.status.code(),
-        Some(1),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let report: Value = serde_json::from_slice(&out.stdout).expect("--json prints JSON");
+    let report = json_report(&[&agent.origin(), "--json", "--junit", &junit_arg], 1).await;
     let subject = &report["subjects"][0];
     assert_eq!(subject["protocol_version"], "1.0");
     assert_eq!(subject["would_promote"], false);
@@ -70,6 +75,59 @@ async fn probe_exits_1_when_not_and_says_why_in_json() {
     assert!(
         xml.contains(r#"<testcase classname="cardgate.probe.1.0" name="LC-SINGLE-TERMINAL">"#),
         "{xml}"
+    );
+}
+
+/// `cardgate probe --binding grpc` against the fake agent serving v1.0 over gRPC only: the
+/// conformant agent would be promoted, the one that drops the terminal timestamp would not, and
+/// the report names the trigger and the binding it was judged on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn probe_over_grpc_promotes_the_conformant_agent_and_names_the_trigger_of_a_misbehaving_one()
+{
+    let grpc = FakeAgentConfig {
+        grpc: true,
+        ..FakeAgentConfig::default()
+    };
+    let conformant = FakeAgent::start(grpc.clone(), Behaviour::Conformant)
+        .await
+        .unwrap();
+    let out = cardgate_probe(&[&conformant.origin(), "--binding", "grpc"]).await;
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        stdout.contains("would be PROMOTED to lifecycle-trusted"),
+        "{stdout}"
+    );
+
+    let misbehaving = FakeAgent::start(grpc, Behaviour::NoTerminalTimestamp)
+        .await
+        .unwrap();
+    let report = json_report(&[&misbehaving.origin(), "--binding", "grpc", "--json"], 1).await;
+    let subject = &report["subjects"][0];
+    assert_eq!(
+        (&subject["binding"], &subject["wire"]),
+        (&json!("GRPC"), &json!("grpc-v1"))
+    );
+    assert_eq!(subject["would_promote"], false);
+    assert_eq!(
+        subject["verdict"]["triggers"][0][0], "timestamp",
+        "{subject:#}"
+    );
+    let failed: Vec<&Value> = subject["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|f| f["status"] == "fail")
+        .map(|f| &f["code"])
+        .collect();
+    assert!(
+        failed.contains(&&json!("LC-TERMINAL-NO-TIMESTAMP")),
+        "{subject:#}"
     );
 }
 
