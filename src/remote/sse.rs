@@ -38,6 +38,10 @@ pub enum StreamStop {
     Deadline,
     TooManyEvents,
     EventTooLarge,
+    /// A message the binding itself could not decode (over gRPC: bytes that are not the
+    /// protobuf message the method returns). Over SSE every frame is text and is judged by the
+    /// probe instead, so the SSE reader never stops with this.
+    Malformed(String),
     Error(String),
 }
 

@@ -1,12 +1,14 @@
 //! The gRPC binding (`lf.a2a.v1.A2AService`): the fake agent serving v1.0 over gRPC only,
 //! probed through the service on both backends, demoted by its lifecycle misbehaviours with
 //! the right trigger, asked for by `binding`, and hostile gRPC peers (an endless stream, a
-//! huge message, a server that never answers, a target in a refused network) held to bounds.
+//! huge message, bytes that are not protobuf, a server that never answers, a target in a
+//! refused network) held to bounds.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
+use axum::response::IntoResponse;
 use cardgate::domain::version::ProtocolVersion;
 use cardgate::fake_agent::{Behaviour, FakeAgent, FakeAgentConfig};
 use cardgate::remote::a2a::{A2aClient, Answer, CallLimits, Outgoing, Streamed, Wire};
@@ -436,4 +438,88 @@ async fn a_grpc_peer_behind_tls_is_spoken_to_when_its_ca_is_trusted_and_only_the
         Answer::Result(r) => panic!("an untrusted certificate was accepted: {r}"),
     };
     assert!(why.contains("certificate"), "{why}");
+}
+
+/// A peer whose card is real (the fake agent's, signed, naming this peer's origin) but whose
+/// every gRPC answer is a well-framed message of bytes that are not protobuf. The probe runs
+/// to its end, records each refusal with its gRPC status, counts the stream's message as a
+/// malformed frame, and the subject is not promoted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_grpc_peer_answering_bytes_that_are_not_protobuf_is_recorded_and_not_promoted() {
+    use axum::body::Body;
+    use axum::http::{Request, header};
+
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let origin = format!("http://{}", listener.local_addr().unwrap());
+    let behind = FakeAgent::start(
+        FakeAgentConfig {
+            public_origin: Some(origin.clone()),
+            ..grpc_config()
+        },
+        Behaviour::Conformant,
+    )
+    .await
+    .unwrap();
+    let upstream = behind.origin();
+    // gRPC framing (uncompressed, 8 bytes) around a field tag with wire type 7, which no
+    // protobuf decoder accepts.
+    let garbage: &[u8] = &[
+        0, 0, 0, 0, 8, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff,
+    ];
+    let app = axum::Router::new().fallback(move |request: Request<Body>| {
+        let upstream = upstream.clone();
+        async move {
+            let grpc = request
+                .headers()
+                .get(header::CONTENT_TYPE)
+                .is_some_and(|v| v.as_bytes().starts_with(b"application/grpc"));
+            if grpc {
+                return ([(header::CONTENT_TYPE, "application/grpc")], garbage).into_response();
+            }
+            // The card and its key set come from the fake agent, byte for byte.
+            let fetched = reqwest::get(format!("{upstream}{}", request.uri()))
+                .await
+                .unwrap();
+            let kind = fetched.headers()[header::CONTENT_TYPE].clone();
+            let body = fetched.bytes().await.unwrap();
+            ([(header::CONTENT_TYPE, kind)], body).into_response()
+        }
+    });
+    tokio::spawn(async move { axum::serve(listener, app).await });
+
+    let db = TestDb::sqlite().await;
+    let server = TestServer::start(db.target.clone()).await;
+    let callee = register(&server, &origin, json!({})).await;
+    let run = probe(&server, &callee, "1.0").await;
+    assert_eq!(run["status"], "finished", "{run:#}");
+    assert_eq!(run["wire"], "grpc-v1", "{run:#}");
+    assert_eq!(run["verdict"]["passed"], false, "{run:#}");
+    assert_eq!(events(&run), ["probe-finished"]);
+    assert_eq!(gate(&server, &callee, "1.0").await, "card-trusted");
+    // The stream's undecodable message is a malformed frame, as a non-JSON SSE frame is.
+    let well_formed = finding(&run, "LC-WELL-FORMED");
+    assert_eq!(well_formed["status"], "fail", "{run:#}");
+    assert!(
+        well_formed["message"]
+            .as_str()
+            .unwrap()
+            .contains("malformed frame"),
+        "{well_formed:#}"
+    );
+    assert_eq!(
+        run["capabilities"]["streaming"]["reason"], "stream 0 sent malformed frames",
+        "{run:#}"
+    );
+    let send = run["exchanges"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["method"] == "lf.a2a.v1.A2AService/SendMessage")
+        .unwrap_or_else(|| panic!("no SendMessage in {run:#}"));
+    assert_eq!(send["grpc"]["status"], "INTERNAL", "{send:#}");
+    assert!(
+        send["grpc"]["message"].as_str().unwrap().contains("decode"),
+        "{send:#}"
+    );
+    server.stop().await;
 }

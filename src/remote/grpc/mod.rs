@@ -326,6 +326,9 @@ impl GrpcEvents {
             }
             Ok(Ok(None)) => StreamStop::Closed,
             Ok(Err(status)) if too_large(&status) => StreamStop::EventTooLarge,
+            Ok(Err(status)) if undecodable(&status) => {
+                StreamStop::Malformed(status.message().to_owned())
+            }
             Ok(Err(status)) => {
                 let s = CallStatus::from_status(&status);
                 StreamStop::Error(format!("gRPC status {} {}", s.status, s.message))
@@ -336,6 +339,16 @@ impl GrpcEvents {
         self.ended = true;
         Err(stop)
     }
+}
+
+/// Whether a status is the decoder's refusal of a message that is not protobuf. tonic builds
+/// it on our side (INTERNAL, as gRPC's status code guide asks) with prost's error text and no
+/// typed source, so its text is all there is to tell it from a status the peer sent.
+fn undecodable(status: &tonic::Status) -> bool {
+    status.code() == tonic::Code::Internal
+        && status
+            .message()
+            .starts_with("failed to decode Protobuf message")
 }
 
 /// Whether a status is tonic's refusal of a message past the decoding cap.

@@ -274,6 +274,15 @@ impl<'a> Cycle<'a> {
                         Err(end) => break end,
                     }
                 };
+                // A message the binding could not decode is a malformed frame, as an SSE
+                // frame that is not JSON is: the stream cannot count as well formed.
+                if let StreamStop::Malformed(e) = &end {
+                    run.malformed_frames += 1;
+                    self.problem(
+                        TaskRole::Lifecycle,
+                        format!("stream {call}: malformed frame: {e}"),
+                    );
+                }
                 run.end = stream_end(end);
                 self.client
                     .record_stream_end(call, &format!("{:?}", run.end), started);
@@ -654,6 +663,7 @@ fn stream_end(end: StreamStop) -> StreamEnd {
         StreamStop::Deadline => StreamEnd::Deadline,
         StreamStop::TooManyEvents => StreamEnd::TooManyEvents,
         StreamStop::EventTooLarge => StreamEnd::EventTooLarge,
+        StreamStop::Malformed(e) => StreamEnd::Error(format!("malformed frame: {e}")),
         StreamStop::Error(e) => StreamEnd::Error(e),
     }
 }
