@@ -14,6 +14,7 @@ use crate::remote::grpc::proto::{
     Task, TaskPushNotificationConfig,
     a2a_service_server::{A2aService, A2aServiceServer},
 };
+use crate::remote::grpc::rpc;
 
 /// The gRPC service's routes, to serve beside the card on one port.
 pub(super) fn router(shared: Arc<Shared>) -> axum::Router {
@@ -59,9 +60,7 @@ fn params<T: serde::Serialize>(request: &Request<T>) -> Result<Value, Status> {
         .get("a2a-version")
         .and_then(|v| v.to_str().ok());
     if !version.is_some_and(|v| v.starts_with("1.")) {
-        return Err(Status::failed_precondition(
-            "a2a-version 1.x metadata is required",
-        ));
+        return Err(status(-32009, "a2a-version 1.x metadata is required"));
     }
     serde_json::to_value(request.get_ref()).map_err(|e| Status::internal(e.to_string()))
 }
@@ -70,16 +69,34 @@ fn message<T: serde::de::DeserializeOwned>(value: Value) -> Result<T, Status> {
     T::deserialize(&value).map_err(|e| Status::internal(format!("no protobuf for {value}: {e}")))
 }
 
-/// The gRPC status for a JSON-RPC error code (A2A v1.0 §5.4).
+/// The gRPC status for an A2A error's JSON-RPC code, with the ErrorInfo detail naming its
+/// reason in the `a2a-protocol.org` domain, as the official SDKs send it (A2A v1.0 §5.4).
 fn status(code: i64, text: &str) -> Status {
-    let code = match code {
-        -32001 => Code::NotFound,
-        -32002 | -32004 => Code::FailedPrecondition,
-        -32003 | -32601 => Code::Unimplemented,
-        -32602 => Code::InvalidArgument,
-        _ => Code::Unknown,
+    use prost::Message as _;
+    let (code, reason) = match code {
+        -32001 => (Code::NotFound, "TASK_NOT_FOUND"),
+        -32002 => (Code::FailedPrecondition, "TASK_NOT_CANCELABLE"),
+        -32003 => (Code::FailedPrecondition, "PUSH_NOTIFICATION_NOT_SUPPORTED"),
+        -32004 => (Code::FailedPrecondition, "UNSUPPORTED_OPERATION"),
+        -32009 => (Code::FailedPrecondition, "VERSION_NOT_SUPPORTED"),
+        -32601 => (Code::Unimplemented, "METHOD_NOT_FOUND"),
+        -32602 => (Code::InvalidArgument, "INVALID_PARAMS"),
+        _ => (Code::Internal, "INTERNAL_ERROR"),
     };
-    Status::new(code, text)
+    let info = rpc::ErrorInfo {
+        reason: reason.into(),
+        domain: "a2a-protocol.org".into(),
+        metadata: Default::default(),
+    };
+    let details = rpc::Status {
+        code: code as i32,
+        message: text.into(),
+        details: vec![pbjson_types::Any {
+            type_url: "type.googleapis.com/google.rpc.ErrorInfo".into(),
+            value: info.encode_to_vec().into(),
+        }],
+    };
+    Status::with_details(code, text, details.encode_to_vec().into())
 }
 
 #[tonic::async_trait]

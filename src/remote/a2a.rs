@@ -593,9 +593,14 @@ impl A2aClient {
                 Answer::Result(body)
             }
             Reply::Status(status) => {
+                // The A2A reason beside the gRPC code: NOT_FOUND alone does not say what was.
+                let reason = status
+                    .reason()
+                    .map(|r| format!(" ({r})"))
+                    .unwrap_or_default();
                 let answer = Answer::Error {
                     code: i64::from(status.code),
-                    message: format!("gRPC {}: {}", status.status, status.message),
+                    message: format!("gRPC {}{reason}: {}", status.status, status.message),
                 };
                 let error = format!("gRPC status {} {}", status.status, status.message);
                 self.finish(call, started, None, None, None, Some(error));

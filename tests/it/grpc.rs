@@ -207,7 +207,7 @@ fn outbound(allow_loopback: bool) -> Outbound {
     .unwrap()
 }
 
-fn client(url: &str, limits: CallLimits, allow_loopback: bool) -> A2aClient {
+pub fn client(url: &str, limits: CallLimits, allow_loopback: bool) -> A2aClient {
     A2aClient::new(
         outbound(allow_loopback),
         Url::parse(url).unwrap(),
@@ -225,6 +225,33 @@ fn hello() -> Outgoing<'static> {
         non_blocking: false,
         webhook: None,
     }
+}
+
+/// An A2A error over gRPC is its status code plus the google.rpc.ErrorInfo naming the A2A
+/// reason; the transcript keeps both, as JSON-RPC's `error.data` shows them in v1.0.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_grpc_error_is_recorded_with_its_a2a_reason() {
+    let agent = FakeAgent::start(grpc_config(), Behaviour::Conformant)
+        .await
+        .unwrap();
+    let mut client = client(&agent.origin(), CallLimits::default(), true);
+    let (_, answer) = client.get_task("get", "no-such-task", None).await;
+    let Answer::Error { code, message } = answer else {
+        panic!("an error: {answer:?}");
+    };
+    assert_eq!(code, 5);
+    assert_eq!(message, "gRPC NOT_FOUND (TASK_NOT_FOUND): Task not found");
+    let recorded = client.transcript()[0].grpc.as_ref().unwrap();
+    assert_eq!(recorded.details, [error_info("TASK_NOT_FOUND")]);
+}
+
+/// The ErrorInfo detail an A2A error carries, as proto3 JSON.
+pub fn error_info(reason: &str) -> serde_json::Value {
+    json!({
+        "@type": "type.googleapis.com/google.rpc.ErrorInfo",
+        "reason": reason,
+        "domain": "a2a-protocol.org",
+    })
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

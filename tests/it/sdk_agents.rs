@@ -10,6 +10,7 @@
 
 use std::time::Duration;
 
+use cardgate::remote::a2a::{Answer, CallLimits};
 use serde_json::{Value, json};
 
 use crate::probes::{condition, decision, events, finding, gate, probe, register};
@@ -249,6 +250,30 @@ async fn the_python_sdk_agent_over_grpc_only_gets_its_json_rpc_verdict() {
     }
     deserved_verdict(&server, &callee, Sdk::Python, "1.0", &run, context).await;
     server.stop().await;
+}
+
+/// The Python SDK's gRPC errors carry the A2A reason in a google.rpc.ErrorInfo detail; the
+/// transcript decodes it, so an operator reads `TASK_NOT_FOUND`, not base64.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_python_sdk_agents_grpc_errors_are_recorded_with_their_a2a_reason() {
+    let Some(agent) = SdkAgent::start_with(Sdk::Python, None, &["--grpc-only"]).await else {
+        return;
+    };
+    let mut client = crate::grpc::client(&agent.origin, CallLimits::default(), true);
+    let (_, answer) = client.get_task("get", "no-such-task", None).await;
+    let Answer::Error { code, message } = answer else {
+        panic!("an error: {answer:?}");
+    };
+    assert_eq!(code, 5, "NOT_FOUND: {message}");
+    assert!(
+        message.starts_with("gRPC NOT_FOUND (TASK_NOT_FOUND): "),
+        "{message}"
+    );
+    let recorded = client.transcript()[0].grpc.as_ref().unwrap();
+    assert_eq!(
+        recorded.details,
+        [crate::grpc::error_info("TASK_NOT_FOUND")]
+    );
 }
 
 /// `cardgate probe --binding grpc` against the Python SDK agent over gRPC only.
