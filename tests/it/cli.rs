@@ -1,15 +1,24 @@
-//! `cardgate probe`: a real binary against a fake agent on loopback.
+//! `cardgate probe`: a real binary against a fake agent on loopback (over JSON-RPC and gRPC,
+//! and behind a TLS front with a private CA).
 
 use std::process::Output;
 
 use cardgate::fake_agent::{Behaviour, FakeAgent, FakeAgentConfig};
 use serde_json::{Value, json};
 
+use crate::support::tls::TlsFront;
+
 async fn cardgate_probe(args: &[&str]) -> Output {
+    cardgate_probe_with(args, &[]).await
+}
+
+/// `cardgate probe` with more of its environment set.
+async fn cardgate_probe_with(args: &[&str], env: &[(&str, &str)]) -> Output {
     tokio::process::Command::new(env!("CARGO_BIN_EXE_cardgate"))
         .arg("probe")
         .args(args)
-        .env("CARDGATE_ALLOW_NETWORKS", "127.0.0.0/8")
+        .env("CARDGATE_ALLOW_NETWORKS", "127.0.0.0/8,::1/128")
+        .envs(env.iter().copied())
         .env_remove("DATABASE_URL")
         .output()
         .await
@@ -127,6 +136,55 @@ async fn probe_over_grpc_promotes_the_conformant_agent_and_names_the_trigger_of_
         .collect();
     assert!(
         failed.contains(&&json!("LC-TERMINAL-NO-TIMESTAMP")),
+        "{subject:#}"
+    );
+}
+
+/// An agent behind TLS with a private CA: `cardgate probe` reaches it (the card, its key set,
+/// every call) when `CARDGATE_OUTBOUND_CA_FILE` names the CA, and stops at the handshake when
+/// it does not.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn probe_reaches_an_agent_behind_a_private_ca_only_when_the_ca_is_trusted() {
+    let mut front = TlsFront::bind().await;
+    let agent = FakeAgent::start(
+        FakeAgentConfig {
+            public_origin: Some(front.origin.clone()),
+            ..FakeAgentConfig::default()
+        },
+        Behaviour::Conformant,
+    )
+    .await
+    .unwrap();
+    front.forward_to(agent.addr);
+
+    let untrusted = cardgate_probe(&[&front.origin]).await;
+    let stderr = String::from_utf8_lossy(&untrusted.stderr);
+    assert_eq!(untrusted.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("could not be fetched"), "{stderr}");
+
+    let dir = tempfile::tempdir().unwrap();
+    let ca = dir.path().join("ca.pem");
+    std::fs::write(&ca, &front.ca_pem).unwrap();
+    let ca = ca.display().to_string();
+    let out = cardgate_probe_with(
+        &[&front.origin, "--json"],
+        &[("CARDGATE_OUTBOUND_CA_FILE", &ca)],
+    )
+    .await;
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let report: Value = serde_json::from_slice(&out.stdout).expect("--json prints JSON");
+    assert_eq!(report["signature"]["status"], "verified", "{report:#}");
+    let subject = &report["subjects"][0];
+    assert_eq!(subject["would_promote"], true, "{subject:#}");
+    assert!(
+        subject["interface"]
+            .as_str()
+            .is_some_and(|u| u.starts_with("https://localhost:")),
         "{subject:#}"
     );
 }

@@ -4,6 +4,7 @@
 pub mod agents;
 pub mod cards;
 pub mod proxy;
+pub mod tls;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
