@@ -35,7 +35,7 @@ start() { # log → sets PORT, SERVER
   PORT=$(free_port)
   DATABASE_URL=$PG_URL CARDGATE_LISTEN="127.0.0.1:$PORT" CARDGATE_ADMIN_TOKEN=$TOKEN \
   CARDGATE_ALLOW_NETWORKS=127.0.0.0/8 CARDGATE_PUBLIC_URL="http://127.0.0.1:$PORT/" \
-  CARDGATE_REFRESH_SCHEDULE="0 0 0 1 1 *" RUST_LOG=warn,cardgate::app=info \
+  CARDGATE_REFRESH_SCHEDULE=off RUST_LOG=warn,cardgate::app=info \
     "$BIN/cardgate" serve > "$WORK/$1" 2>&1 &
   SERVER=$!
   pids+=($SERVER)

@@ -312,7 +312,8 @@ impl ServeArgs {
 /// Periodic work and the queue.
 #[derive(Debug, Clone, Args)]
 pub struct ScheduleArgs {
-    /// When to refresh every callee's card: a 6-field cron expression, seconds first.
+    /// When to refresh every callee's card: a 6-field cron expression, seconds first, or
+    /// `off`.
     #[arg(
         long,
         env = "CARDGATE_REFRESH_SCHEDULE",
@@ -320,12 +321,13 @@ pub struct ScheduleArgs {
     )]
     pub refresh_schedule: String,
 
-    /// When to re-probe demoted and stale subjects: a 6-field cron expression, seconds first.
+    /// When to re-probe demoted and stale subjects: a 6-field cron expression, seconds first,
+    /// or `off`.
     #[arg(long, env = "CARDGATE_REPROBE_SCHEDULE", default_value_t = ScheduleSettings::default().reprobe)]
     pub reprobe_schedule: String,
 
     /// When to record a signed checkpoint of the ledger (if it grew): a 6-field cron
-    /// expression, seconds first.
+    /// expression, seconds first, or `off`.
     #[arg(long, env = "CARDGATE_CHECKPOINT_SCHEDULE", default_value_t = ScheduleSettings::default().checkpoint)]
     pub checkpoint_schedule: String,
 

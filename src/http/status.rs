@@ -134,7 +134,7 @@ pub struct SchedulerView {
 
 #[derive(Debug, Serialize, ToSchema)]
 pub struct SweepView {
-    /// The cron expression (6 fields, seconds first).
+    /// The cron expression (6 fields, seconds first), or `off`.
     pub schedule: String,
     /// This process's last tick (absent until the first one).
     pub last_tick_at: Option<DateTime<Utc>>,

@@ -14,7 +14,10 @@ use crate::domain::job::{self, Job};
 use crate::domain::time::Timestamp;
 use crate::service::{ServiceError, Services, probe};
 
-/// When periodic work runs (6-field cron expressions, seconds first).
+/// A schedule that never fires: its sweep only runs when something calls it.
+pub const OFF: &str = "off";
+
+/// When periodic work runs (6-field cron expressions, seconds first, or [`OFF`]).
 #[derive(Debug, Clone)]
 pub struct ScheduleSettings {
     /// Card refresh sweep (`CARDGATE_REFRESH_SCHEDULE`, default every 5 minutes).
@@ -208,6 +211,10 @@ pub async fn start(
         ("refresh", settings.refresh.clone()),
         ("reprobe", settings.reprobe.clone()),
     ] {
+        if expression == OFF {
+            tracing::info!(sweep = name, "the {name} sweep is off");
+            continue;
+        }
         let (services, settings, ticks) = (services.clone(), settings.clone(), ticks.clone());
         let job = CronJob::new_async(expression.as_str(), move |_id, _scheduler| {
             let (services, settings, ticks) = (services.clone(), settings.clone(), ticks.clone());
@@ -243,9 +250,23 @@ pub async fn start(
         .with_context(|| format!("{name} schedule `{expression}` (6 fields, seconds first)"))?;
         scheduler.add(job).await.context("adding a scheduled job")?;
     }
-    let checkpoints = services.clone();
     let expression = settings.checkpoint.clone();
-    let job = CronJob::new_async(expression.as_str(), move |_id, _scheduler| {
+    if expression == OFF {
+        tracing::info!("recording checkpoints on a schedule is off");
+    } else {
+        add_checkpoints(&scheduler, services, &expression).await?;
+    }
+    scheduler.start().await.context("starting the scheduler")?;
+    Ok(scheduler)
+}
+
+/// Records a checkpoint of the ledger on `expression`'s schedule.
+async fn add_checkpoints(
+    scheduler: &JobScheduler,
+    checkpoints: Services,
+    expression: &str,
+) -> anyhow::Result<()> {
+    let job = CronJob::new_async(expression, move |_id, _scheduler| {
         let services = checkpoints.clone();
         Box::pin(async move {
             match checkpoint_tick(&services).await {
@@ -257,12 +278,14 @@ pub async fn start(
     })
     .with_context(|| format!("checkpoint schedule `{expression}` (6 fields, seconds first)"))?;
     scheduler.add(job).await.context("adding a scheduled job")?;
-    scheduler.start().await.context("starting the scheduler")?;
-    Ok(scheduler)
+    Ok(())
 }
 
-/// Checks a cron expression without starting anything.
+/// Checks a cron expression (or [`OFF`]) without starting anything.
 pub fn validate(expression: &str) -> anyhow::Result<()> {
+    if expression == OFF {
+        return Ok(());
+    }
     CronJob::new(expression, |_, _| {})
         .map(drop)
         .map_err(|e| anyhow::anyhow!("`{expression}`: {e} (6 fields, seconds first)"))

@@ -17,6 +17,7 @@ on_both_backends!(
     reports_with_evidence_demote_and_others_are_refused,
     sweeps_are_idempotent,
     an_unreachable_callee_backs_off_and_recovers,
+    a_sweep_that_is_off_never_ticks,
 );
 
 /// Settings with the scheduler's loop on and a refresh every second.
@@ -359,4 +360,52 @@ async fn an_unreachable_callee_backs_off_and_recovers(db: TestDb) {
             .contains(&"1.0 card-trust-restored".to_string())
     );
     server.stop().await;
+}
+
+/// `off` turns one sweep off and leaves the others running: the re-probe sweep ticks every
+/// second while the refresh sweep, off, never does (and a registered callee is never
+/// refreshed by it).
+async fn a_sweep_that_is_off_never_ticks(db: TestDb) {
+    let agent = FakeAgent::start(FakeAgentConfig::default(), Behaviour::Conformant)
+        .await
+        .unwrap();
+    let mut settings = test_settings(db.target.clone());
+    settings.schedule.refresh = schedule::OFF.into();
+    settings.schedule.reprobe = "*/1 * * * * *".into();
+    let server = TestServer::start_with(settings).await;
+    let callee = register(&server, &agent.origin(), json!({})).await;
+    let (first, _) = eventually_value("a re-probe tick", || reprobe_tick(&server)).await;
+    let (_, status) = eventually_value("a second re-probe tick", || async {
+        reprobe_tick(&server)
+            .await
+            .filter(|(tick, _)| *tick != first)
+    })
+    .await;
+    assert_eq!(
+        status["scheduler"]["refresh"]["schedule"], "off",
+        "{status:#}"
+    );
+    assert_eq!(
+        status["scheduler"]["refresh"]["last_tick_at"],
+        Value::Null,
+        "{status:#}"
+    );
+    let (_, jobs) = server.get("/v1/jobs?limit=200").await;
+    let refreshes: Vec<&Value> = jobs["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|j| j["kind"] == "refresh" && j["callee_id"] == callee.as_str())
+        .collect();
+    assert!(refreshes.is_empty(), "{refreshes:#?}");
+    server.stop().await;
+}
+
+/// The re-probe sweep's last tick in `/v1/status`, with the whole status.
+async fn reprobe_tick(server: &TestServer) -> Option<(String, Value)> {
+    let (_, status) = server.get("/v1/status").await;
+    let tick = status["scheduler"]["reprobe"]["last_tick_at"]
+        .as_str()?
+        .to_string();
+    Some((tick, status))
 }

@@ -204,8 +204,12 @@ pub fn test_settings(target: DatabaseTarget) -> Settings {
     settings.probe.push_backoff = std::time::Duration::from_millis(50);
     settings.probe.poll_interval = std::time::Duration::from_millis(50);
     settings.worker.poll = std::time::Duration::from_millis(100);
-    // Tests that are about scheduling turn these on; the rest see no background probes.
+    // Tests that are about scheduling turn these on; the rest see no background probes, and
+    // no sweep that a wall clock (a refresh every five minutes, a re-probe at 03:00) would
+    // drop into the middle of a test.
     settings.cards.probe_on_change = false;
+    settings.schedule.refresh = cardgate::runtime::schedule::OFF.into();
+    settings.schedule.reprobe = cardgate::runtime::schedule::OFF.into();
     settings
 }
 
