@@ -1,8 +1,8 @@
 //! The gRPC binding (`lf.a2a.v1.A2AService`): the fake agent serving v1.0 over gRPC only,
 //! probed through the service on both backends, demoted by its lifecycle misbehaviours with
 //! the right trigger, asked for by `binding`, and hostile gRPC peers (an endless stream, a
-//! huge message, bytes that are not protobuf, a server that never answers, a target in a
-//! refused network) held to bounds.
+//! huge message, bytes that are not protobuf, compression nobody asked for, a server that
+//! never answers, a target in a refused network) held to bounds.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -549,4 +549,72 @@ async fn a_grpc_peer_answering_bytes_that_are_not_protobuf_is_recorded_and_not_p
         "{send:#}"
     );
     server.stop().await;
+}
+
+/// cardgate's gRPC client is built without compression, so it offers none: it sends no
+/// `grpc-accept-encoding`, which tells a conformant server to answer uncompressed. A peer that
+/// compresses anyway (here gzip: a real gzip of an empty message) is refused with a clear
+/// status, named in the transcript, whether it says so in `grpc-encoding` or only sets the
+/// message's compressed flag.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_grpc_peer_that_compresses_unasked_is_refused_with_a_clear_status() {
+    use axum::body::Body;
+    use axum::http::{Request, header};
+
+    // gzip of zero bytes (RFC 1952 header, an empty final stored block, CRC and size 0), in a
+    // gRPC frame whose compressed flag is set.
+    let frame: &[u8] = &[
+        1, 0, 0, 0, 20, 0x1f, 0x8b, 8, 0, 0, 0, 0, 0, 0, 3, 3, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+    ];
+    let offered = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let seen = offered.clone();
+    let app = axum::Router::new().fallback(move |request: Request<Body>| {
+        let seen = seen.clone();
+        async move {
+            let accept = request
+                .headers()
+                .get("grpc-accept-encoding")
+                .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned());
+            seen.lock().unwrap().push(accept);
+            if request.uri().path().ends_with("/SendMessage") {
+                // Says so in a header.
+                let headers = [
+                    (header::CONTENT_TYPE, "application/grpc"),
+                    (header::HeaderName::from_static("grpc-encoding"), "gzip"),
+                ];
+                (headers, frame).into_response()
+            } else {
+                // Only flags the message.
+                ([(header::CONTENT_TYPE, "application/grpc")], frame).into_response()
+            }
+        }
+    });
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let origin = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, app).await });
+
+    let mut client = client(&origin, CallLimits::default(), true);
+    let (_, answer) = client.send("send", &hello()).await;
+    let Answer::Error { code, message } = answer else {
+        panic!("refused: {answer:?}");
+    };
+    assert_eq!(code, 12, "UNIMPLEMENTED: {message}");
+    assert!(message.contains("compressed with `gzip`"), "{message}");
+    let (_, answer) = client.get_task("get", "some-task", None).await;
+    let Answer::Error { code, message } = answer else {
+        panic!("refused: {answer:?}");
+    };
+    assert_eq!(code, 13, "INTERNAL: {message}");
+    assert!(message.contains("compressed-flag"), "{message}");
+    let statuses: Vec<&str> = client
+        .transcript()
+        .iter()
+        .map(|e| e.grpc.as_ref().unwrap().status.as_str())
+        .collect();
+    assert_eq!(statuses, ["UNIMPLEMENTED", "INTERNAL"]);
+    assert_eq!(
+        *offered.lock().unwrap(),
+        [None, None],
+        "no encoding offered"
+    );
 }
