@@ -1,7 +1,7 @@
 //! The gRPC binding (`lf.a2a.v1.A2AService`): the fake agent serving v1.0 over gRPC only,
 //! probed through the service on both backends, demoted by its lifecycle misbehaviours with
 //! the right trigger, asked for by `binding`, and hostile gRPC peers (an endless stream, a
-//! huge message, bytes that are not protobuf, compression nobody asked for, a server that
+//! huge message, bytes that are not protobuf, compressed answers and bombs, a server that
 //! never answers, a target in a refused network) held to bounds.
 
 use std::sync::Arc;
@@ -551,41 +551,61 @@ async fn a_grpc_peer_answering_bytes_that_are_not_protobuf_is_recorded_and_not_p
     server.stop().await;
 }
 
-/// cardgate's gRPC client is built without compression, so it offers none: it sends no
-/// `grpc-accept-encoding`, which tells a conformant server to answer uncompressed. A peer that
-/// compresses anyway (here gzip: a real gzip of an empty message) is refused with a clear
-/// status, named in the transcript, whether it says so in `grpc-encoding` or only sets the
-/// message's compressed flag.
+/// Compressed answers. cardgate offers gzip and deflate and sends its requests plain; a
+/// gzipped answer is read like a plain one, but what it decompresses to is held to the
+/// message cap (a 1 MiB bomb in a 1 KiB message is refused), an algorithm nobody offered is
+/// refused, and so is a message flagged compressed with no encoding named. Every refusal is
+/// recorded with its status.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_grpc_peer_that_compresses_unasked_is_refused_with_a_clear_status() {
+async fn compressed_grpc_answers_are_read_within_the_cap_and_refused_past_it() {
     use axum::body::Body;
-    use axum::http::{Request, header};
+    use axum::http::{HeaderName, Request, header};
+    use cardgate::remote::grpc::proto::SendMessageResponse;
+    use prost::Message as _;
 
-    // gzip of zero bytes (RFC 1952 header, an empty final stored block, CRC and size 0), in a
-    // gRPC frame whose compressed flag is set.
-    let frame: &[u8] = &[
-        1, 0, 0, 0, 20, 0x1f, 0x8b, 8, 0, 0, 0, 0, 0, 0, 3, 3, 0, 0, 0, 0, 0, 0, 0, 0, 0,
-    ];
+    fn gzip(bytes: &[u8]) -> Vec<u8> {
+        use std::io::Write as _;
+        let mut encoder = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::best());
+        encoder.write_all(bytes).unwrap();
+        encoder.finish().unwrap()
+    }
+    /// A gRPC frame with the compressed flag set.
+    fn compressed_frame(payload: &[u8]) -> Vec<u8> {
+        let mut frame = vec![1];
+        frame.extend_from_slice(&u32::try_from(payload.len()).unwrap().to_be_bytes());
+        frame.extend_from_slice(payload);
+        frame
+    }
+
+    let task: SendMessageResponse = serde_json::from_value(json!({"task": {
+        "id": "t-1", "contextId": "c-1",
+        "status": {"state": "TASK_STATE_COMPLETED", "timestamp": "2026-12-04T10:00:00Z"}
+    }}))
+    .unwrap();
+    let answer = compressed_frame(&gzip(&task.encode_to_vec()));
+    let bomb = compressed_frame(&gzip(&vec![0; 1024 * 1024]));
     let offered = Arc::new(std::sync::Mutex::new(Vec::new()));
     let seen = offered.clone();
     let app = axum::Router::new().fallback(move |request: Request<Body>| {
-        let seen = seen.clone();
+        let (seen, answer, bomb) = (seen.clone(), answer.clone(), bomb.clone());
         async move {
             let accept = request
                 .headers()
                 .get("grpc-accept-encoding")
                 .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned());
             seen.lock().unwrap().push(accept);
-            if request.uri().path().ends_with("/SendMessage") {
-                // Says so in a header.
-                let headers = [
-                    (header::CONTENT_TYPE, "application/grpc"),
-                    (header::HeaderName::from_static("grpc-encoding"), "gzip"),
-                ];
-                (headers, frame).into_response()
+            let grpc = (header::CONTENT_TYPE, "application/grpc");
+            let encoding = HeaderName::from_static("grpc-encoding");
+            let path = request.uri().path().to_string();
+            if path.ends_with("/SendMessage") {
+                ([grpc, (encoding, "gzip")], answer).into_response()
+            } else if path.ends_with("/GetTask") {
+                ([grpc, (encoding, "gzip")], bomb).into_response()
+            } else if path.ends_with("/CancelTask") {
+                ([grpc, (encoding, "snappy")], answer).into_response()
             } else {
-                // Only flags the message.
-                ([(header::CONTENT_TYPE, "application/grpc")], frame).into_response()
+                // Flagged compressed, with no encoding named.
+                ([grpc], answer).into_response()
             }
         }
     });
@@ -595,26 +615,45 @@ async fn a_grpc_peer_that_compresses_unasked_is_refused_with_a_clear_status() {
 
     let mut client = client(&origin, CallLimits::default(), true);
     let (_, answer) = client.send("send", &hello()).await;
-    let Answer::Error { code, message } = answer else {
-        panic!("refused: {answer:?}");
+    let Answer::Result(result) = answer else {
+        panic!("a gzipped answer is read: {answer:?}");
     };
-    assert_eq!(code, 12, "UNIMPLEMENTED: {message}");
-    assert!(message.contains("compressed with `gzip`"), "{message}");
-    let (_, answer) = client.get_task("get", "some-task", None).await;
-    let Answer::Error { code, message } = answer else {
-        panic!("refused: {answer:?}");
+    assert_eq!(result["task"]["status"]["state"], "TASK_STATE_COMPLETED");
+
+    let refused = [
+        (client.get_task("get", "t-1", None).await.1, 8, "size limit"),
+        (client.cancel("cancel", "t-1").await.1, 12, "`snappy`"),
+    ];
+    for (answer, want, says) in refused {
+        let Answer::Error { code, message } = answer else {
+            panic!("refused: {answer:?}");
+        };
+        assert_eq!(code, want, "{message}");
+        assert!(message.contains(says), "{message}");
+    }
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let Streamed::Events { mut reader, .. } = client.stream("stream", &hello(), deadline).await
+    else {
+        panic!("the stream opened: {:#?}", client.transcript());
     };
-    assert_eq!(code, 13, "INTERNAL: {message}");
-    assert!(message.contains("compressed-flag"), "{message}");
-    let statuses: Vec<&str> = client
-        .transcript()
+    let end = reader.next().await.unwrap_err();
+    assert!(
+        matches!(&end, StreamStop::Error(why) if why.contains("compressed-flag")),
+        "{end:?}"
+    );
+
+    let statuses: Vec<&str> = client.transcript()[..3]
         .iter()
         .map(|e| e.grpc.as_ref().unwrap().status.as_str())
         .collect();
-    assert_eq!(statuses, ["UNIMPLEMENTED", "INTERNAL"]);
-    assert_eq!(
-        *offered.lock().unwrap(),
-        [None, None],
-        "no encoding offered"
-    );
+    assert_eq!(statuses, ["OK", "RESOURCE_EXHAUSTED", "UNIMPLEMENTED"]);
+    let offered = offered.lock().unwrap();
+    assert_eq!(offered.len(), 4);
+    for accept in offered.iter() {
+        let accept = accept.as_deref().unwrap_or_default();
+        assert!(
+            accept.contains("gzip") && accept.contains("deflate"),
+            "{accept}"
+        );
+    }
 }

@@ -282,8 +282,14 @@ async fn cardgate_probe_over_grpc_judges_the_python_sdk_agent_alike() {
     let Some(agent) = SdkAgent::start_with(Sdk::Python, None, &["--grpc-only"]).await else {
         return;
     };
+    judged_over_grpc_as_over_json_rpc(&agent.origin).await;
+}
+
+/// `cardgate probe --binding grpc` of the Python SDK agent at `origin`: the judgement its
+/// JSON-RPC probe gets (exit 1: `submitted` carries no timestamp), streaming and push passed.
+async fn judged_over_grpc_as_over_json_rpc(origin: &str) {
     let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_cardgate"))
-        .args(["probe", &agent.origin, "--binding", "grpc", "--json"])
+        .args(["probe", origin, "--binding", "grpc", "--json"])
         .env("CARDGATE_ALLOW_NETWORKS", "127.0.0.0/8")
         .env_remove("DATABASE_URL")
         .output()
@@ -307,6 +313,66 @@ async fn cardgate_probe_over_grpc_judges_the_python_sdk_agent_alike() {
     }
     let untimestamped = subject["verdict"]["untimestamped"].to_string();
     assert!(untimestamped.contains("submitted"), "{subject:#}");
+}
+
+/// The Python SDK agent with its gRPC server set to gzip, as an operator can set it: it
+/// compresses for a caller that accepts gzip (shown with a raw HTTP/2 call), and answers
+/// cardgate, which accepts none, uncompressed, so the probe runs whole and judges it alike.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_python_sdk_agent_set_to_compress_is_probed_uncompressed_and_judged_alike() {
+    let Some(agent) = SdkAgent::start_with(
+        Sdk::Python,
+        None,
+        &["--grpc-only", "--grpc-compression", "gzip"],
+    )
+    .await
+    else {
+        return;
+    };
+    let (encoding, flag) = raw_send_accepting_gzip(&agent.origin).await;
+    assert_eq!(
+        (encoding.as_deref(), flag),
+        (Some("gzip"), 1),
+        "the agent compresses for a caller that accepts gzip"
+    );
+
+    judged_over_grpc_as_over_json_rpc(&agent.origin).await;
+}
+
+/// One `SendMessage` over HTTP/2 that offers gzip, as a gRPC client built with compression
+/// would: the answer's `grpc-encoding` and its first message's compressed flag.
+async fn raw_send_accepting_gzip(origin: &str) -> (Option<String>, u8) {
+    use cardgate::remote::grpc::proto::SendMessageRequest;
+    use prost::Message as _;
+
+    let request: SendMessageRequest = serde_json::from_value(json!({
+        "message": {"messageId": "raw-1", "role": "ROLE_USER", "parts": [{"text": "hello"}]}
+    }))
+    .unwrap();
+    let message = request.encode_to_vec();
+    let mut body = vec![0];
+    body.extend_from_slice(&u32::try_from(message.len()).unwrap().to_be_bytes());
+    body.extend_from_slice(&message);
+    let client = reqwest::Client::builder()
+        .http2_prior_knowledge()
+        .build()
+        .unwrap();
+    let answer = client
+        .post(format!("{origin}/lf.a2a.v1.A2AService/SendMessage"))
+        .header("content-type", "application/grpc")
+        .header("te", "trailers")
+        .header("a2a-version", "1.0")
+        .header("grpc-accept-encoding", "gzip")
+        .body(body)
+        .send()
+        .await
+        .unwrap();
+    let encoding = answer
+        .headers()
+        .get("grpc-encoding")
+        .map(|v| v.to_str().unwrap().to_string());
+    let bytes = answer.bytes().await.unwrap();
+    (encoding, bytes.first().copied().unwrap_or(0))
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -6,7 +6,8 @@
 //! the interface URL's scheme and IP literal are checked before anything else, names are
 //! resolved by cardgate and only addresses the [`NetworkPolicy`] permits are dialled, with a
 //! connect timeout; TLS (rustls) for `https://`, plaintext HTTP/2 for `http://`; every message
-//! is decoded against a size cap, and the caller bounds every call and stream in time.
+//! (decompressed, if the peer gzips or deflates it) is decoded against a size cap, and the
+//! caller bounds every call and stream in time.
 
 use std::collections::BTreeMap;
 use std::future::Future;
@@ -20,6 +21,7 @@ use hyper_util::rt::TokioIo;
 use serde_json::Value;
 use tokio::net::TcpStream;
 use tokio::time::Instant;
+use tonic::codec::CompressionEncoding;
 use tonic::metadata::{KeyAndValueRef, MetadataMap, MetadataValue};
 use tonic::transport::{Channel, ClientTlsConfig, Endpoint, Uri};
 use url::Url;
@@ -241,7 +243,12 @@ impl GrpcTransport {
     }
 
     fn client(&self, max_message: usize) -> A2aServiceClient<Channel> {
+        // Requests go uncompressed. Answers may come compressed: a gRPC server set to compress
+        // (the Python SDK's grpc.aio one, for instance) does so even to a caller that offers
+        // nothing. tonic caps what a message decompresses to at `max_message` too.
         A2aServiceClient::new(self.channel.clone())
+            .accept_compressed(CompressionEncoding::Gzip)
+            .accept_compressed(CompressionEncoding::Deflate)
             .max_decoding_message_size(max_message)
             .max_encoding_message_size(max_message)
     }

@@ -29,6 +29,10 @@ both on internal loopback ports.
 Usage:
 
     python agent.py [--host 127.0.0.1] [--port 0] [--slow-seconds 30] [--public-url URL] [--grpc-only]
+                    [--grpc-compression gzip|deflate]
+
+--grpc-compression sets the gRPC server's default compression, as an operator
+can: gRPC compresses an answer only with an algorithm the caller accepts.
 
 The agent binds its own socket (port 0 picks a free port), prints exactly one
 line ``READY http://<host>:<port>`` on stdout once it accepts connections and
@@ -425,6 +429,7 @@ async def serve(
     slow_seconds: float,
     public_url: str | None,
     grpc_only: bool = False,
+    grpc_compression: str | None = None,
 ) -> None:
     # Bind first, so that the card can carry the real port when port is 0.
     sock = bind_socket(host, port)
@@ -434,7 +439,9 @@ async def serve(
     card_base_url = (public_url or base_url).rstrip('/')
 
     if grpc_only:
-        await serve_grpc_only(sock, base_url, card_base_url, slow_seconds)
+        await serve_grpc_only(
+            sock, base_url, card_base_url, slow_seconds, grpc_compression
+        )
         return
 
     app, _handler = build_app(card_base_url, slow_seconds)
@@ -553,12 +560,18 @@ async def serve_grpc_only(
     base_url: str,
     card_base_url: str,
     slow_seconds: float,
+    compression: str | None = None,
 ) -> None:
     """Serves the card (HTTP/1.1) and A2A over gRPC on the one socket `sock`."""
     app, handler = build_app(card_base_url, slow_seconds, grpc_only=True)
 
     # The SDK's servicer for lf.a2a.v1.A2AService, over the same handler.
-    grpc_server = grpc.aio.server()
+    algorithm = {
+        None: grpc.Compression.NoCompression,
+        'gzip': grpc.Compression.Gzip,
+        'deflate': grpc.Compression.Deflate,
+    }[compression]
+    grpc_server = grpc.aio.server(compression=algorithm)
     a2a_pb2_grpc.add_A2AServiceServicer_to_server(
         GrpcHandler(handler), grpc_server
     )
@@ -630,6 +643,12 @@ def main() -> None:
             'port as the card'
         ),
     )
+    parser.add_argument(
+        '--grpc-compression',
+        choices=['gzip', 'deflate'],
+        default=None,
+        help="the gRPC server's default compression (with --grpc-only)",
+    )
     args = parser.parse_args()
 
     logging.basicConfig(
@@ -644,6 +663,7 @@ def main() -> None:
             args.slow_seconds,
             args.public_url,
             args.grpc_only,
+            args.grpc_compression,
         )
     )
 
