@@ -58,6 +58,8 @@ if [ -x "$PYTHON" ]; then
   measure "Python SDK agent (a2a-sdk 1.3.0), 1.0 + 0.3" "$ORIGIN"
   start_ready "$PYTHON" tests/agents/python/agent.py --port 0 --grpc-only
   measure "Python SDK agent, 1.0 over gRPC only" "$ORIGIN" --binding grpc
+  start_ready "$PYTHON" tests/agents/python/agent.py --port 0 --grpc-only --grpc-compression gzip
+  measure "Python SDK agent, gRPC only, answers gzipped" "$ORIGIN" --binding grpc
 else
   echo "(Python agent skipped: no $PYTHON)"
 fi
