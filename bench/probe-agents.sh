@@ -66,6 +66,8 @@ fi
 if [ -d tests/agents/js/node_modules/@a2a-js/sdk ]; then
   start_ready node tests/agents/js/agent.mjs --port 0
   measure "JS SDK agent (@a2a-js/sdk 1.3.0), 1.0 + 0.3" "$ORIGIN"
+  start_ready node tests/agents/js/agent.mjs --port 0 --grpc-only
+  measure "JS SDK agent, 1.0 over gRPC only" "$ORIGIN" --binding grpc
 else
   echo "(JS agent skipped: run npm ci in tests/agents/js)"
 fi

@@ -1,7 +1,8 @@
 //! Interop with agents built on the official SDKs, as they ship: the Python one (a2a-sdk 1.3.0)
 //! and the JS one (@a2a-js/sdk 1.3.0), both answering at once, probed over every version they
 //! offer with the default probe script, through the service and through `cardgate probe`,
-//! directly and behind a reverse proxy that holds back every stream event.
+//! directly and behind a reverse proxy that holds back every stream event, and each serving
+//! v1.0 over gRPC only, where it deserves the verdict it gets over JSON-RPC.
 //!
 //! What each deserves, from its wire behaviour: the JS agent stamps every status, so it is
 //! promoted under the strict posture; the Python agent's `submitted` state carries no
@@ -209,17 +210,22 @@ async fn probed_by_the_cli(sdk: Sdk, lagging: bool) {
     }
 }
 
-/// The Python SDK agent serving v1.0 over gRPC only (card and gRPC on one origin): the
-/// same executor as over JSON-RPC, so the same verdict, with streaming, push and cancel
-/// exercised through `lf.a2a.v1.A2AService`.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_python_sdk_agent_over_grpc_only_gets_its_json_rpc_verdict() {
-    let Some(agent) = SdkAgent::start_with(Sdk::Python, None, &["--grpc-only"]).await else {
+/// The SDK's agent serving v1.0 over gRPC only (card and gRPC on one origin): the same
+/// executor as over JSON-RPC, so the same verdict, with streaming, push and cancel exercised
+/// through `lf.a2a.v1.A2AService`.
+async fn probed_over_grpc_through_the_service(sdk: Sdk) {
+    let Some(agent) = SdkAgent::start_with(sdk, None, &["--grpc-only"]).await else {
         return;
     };
     let db = TestDb::sqlite().await;
     let server = TestServer::start(db.target.clone()).await;
-    let callee = register(&server, &agent.origin, json!({"cancel_message": "slow"})).await;
+    // A task each agent lets the probe cancel: the Python one's `slow` works for a while, the
+    // JS one's `need-input` waits for input.
+    let cancel = match sdk {
+        Sdk::Python => "slow",
+        Sdk::Js => "need-input",
+    };
+    let callee = register(&server, &agent.origin, json!({"cancel_message": cancel})).await;
     let (_, detail) = server.get(&format!("/v1/callees/{callee}")).await;
     assert_eq!(
         detail["card"]["signature"]["status"], "verified",
@@ -228,7 +234,8 @@ async fn the_python_sdk_agent_over_grpc_only_gets_its_json_rpc_verdict() {
     assert_eq!(detail["card"]["versions"], json!(["1.0"]), "{detail:#}");
 
     let run = probe(&server, &callee, "1.0").await;
-    let context = "Python over gRPC";
+    let context = format!("{sdk:?} over gRPC");
+    let context = context.as_str();
     assert_eq!(run["status"], "finished", "{context}: {run:#}");
     assert_eq!(run["wire"], "grpc-v1", "{context}");
     assert_eq!(finding(&run, "LC-CANCEL")["status"], "pass", "{context}");
@@ -248,8 +255,18 @@ async fn the_python_sdk_agent_over_grpc_only_gets_its_json_rpc_verdict() {
         let full = format!("lf.a2a.v1.A2AService/{method}");
         assert!(methods.contains(&full.as_str()), "{method}: {methods:?}");
     }
-    deserved_verdict(&server, &callee, Sdk::Python, "1.0", &run, context).await;
+    deserved_verdict(&server, &callee, sdk, "1.0", &run, context).await;
     server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_python_sdk_agent_over_grpc_only_gets_its_json_rpc_verdict() {
+    probed_over_grpc_through_the_service(Sdk::Python).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_js_sdk_agent_over_grpc_only_is_promoted_as_over_json_rpc() {
+    probed_over_grpc_through_the_service(Sdk::Js).await;
 }
 
 /// The Python SDK's gRPC errors carry the A2A reason in a google.rpc.ErrorInfo detail; the
@@ -276,18 +293,21 @@ async fn the_python_sdk_agents_grpc_errors_are_recorded_with_their_a2a_reason() 
     );
 }
 
-/// `cardgate probe --binding grpc` against the Python SDK agent over gRPC only.
+/// `cardgate probe --binding grpc` against each SDK's agent over gRPC only.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn cardgate_probe_over_grpc_judges_the_python_sdk_agent_alike() {
-    let Some(agent) = SdkAgent::start_with(Sdk::Python, None, &["--grpc-only"]).await else {
-        return;
-    };
-    judged_over_grpc_as_over_json_rpc(&agent.origin).await;
+async fn cardgate_probe_over_grpc_judges_the_sdk_agents_alike() {
+    for sdk in [Sdk::Python, Sdk::Js] {
+        let Some(agent) = SdkAgent::start_with(sdk, None, &["--grpc-only"]).await else {
+            return;
+        };
+        judged_over_grpc_as_over_json_rpc(sdk, &agent.origin).await;
+    }
 }
 
-/// `cardgate probe --binding grpc` of the Python SDK agent at `origin`: the judgement its
-/// JSON-RPC probe gets (exit 1: `submitted` carries no timestamp), streaming and push passed.
-async fn judged_over_grpc_as_over_json_rpc(origin: &str) {
+/// `cardgate probe --binding grpc` of the SDK's agent at `origin`: the judgement its JSON-RPC
+/// probe gets (the JS agent would be promoted; the Python one not, as its `submitted` state
+/// carries no timestamp), streaming and push passed.
+async fn judged_over_grpc_as_over_json_rpc(sdk: Sdk, origin: &str) {
     let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_cardgate"))
         .args(["probe", origin, "--binding", "grpc", "--json"])
         .env("CARDGATE_ALLOW_NETWORKS", "127.0.0.0/8")
@@ -297,14 +317,19 @@ async fn judged_over_grpc_as_over_json_rpc(origin: &str) {
         .expect("cardgate runs");
     let report: Value = serde_json::from_slice(&out.stdout)
         .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stderr)));
-    assert_eq!(out.status.code(), Some(1), "{report:#}");
+    let promoted = sdk == Sdk::Js;
+    assert_eq!(
+        out.status.code(),
+        Some(if promoted { 0 } else { 1 }),
+        "{sdk:?}: {report:#}"
+    );
     let subject = &report["subjects"][0];
     assert_eq!(
         (&subject["binding"], &subject["wire"]),
         (&json!("GRPC"), &json!("grpc-v1")),
         "{subject:#}"
     );
-    assert_eq!(subject["would_promote"], false, "{subject:#}");
+    assert_eq!(subject["would_promote"], promoted, "{subject:#}");
     for cap in ["streaming", "pushNotifications"] {
         assert_eq!(
             subject["capabilities"][cap]["status"], "passed",
@@ -312,7 +337,11 @@ async fn judged_over_grpc_as_over_json_rpc(origin: &str) {
         );
     }
     let untimestamped = subject["verdict"]["untimestamped"].to_string();
-    assert!(untimestamped.contains("submitted"), "{subject:#}");
+    assert_eq!(
+        untimestamped.contains("submitted"),
+        !promoted,
+        "{subject:#}"
+    );
 }
 
 /// The Python SDK agent with its gRPC server set to gzip, as an operator can set it: it
@@ -336,7 +365,7 @@ async fn a_python_sdk_agent_set_to_compress_is_probed_uncompressed_and_judged_al
         "the agent compresses for a caller that accepts gzip"
     );
 
-    judged_over_grpc_as_over_json_rpc(&agent.origin).await;
+    judged_over_grpc_as_over_json_rpc(Sdk::Python, &agent.origin).await;
 }
 
 /// One `SendMessage` over HTTP/2 that offers gzip, as a gRPC client built with compression

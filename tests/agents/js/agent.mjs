@@ -18,9 +18,18 @@
  *                like any other message: working -> artifact -> completed
  *   CancelTask on an input-required task -> canceled
  *
+ * With --grpc-only the agent speaks A2A only over the gRPC binding
+ * (`lf.a2a.v1.A2AService`, protocol version 1.0, the SDK's `grpcService` on
+ * @grpc/grpc-js): the same executor, handler, task store and push sender. The
+ * card (signed as always) then lists one interface, `GRPC` 1.0 at
+ * `http://<host>:<port>`, the card's own origin: a small front on the one
+ * public port sends each connection that starts with the HTTP/2 client
+ * preface to the gRPC server and all others to the card's HTTP server, both
+ * on internal loopback ports.
+ *
  * Usage:
  *
- *   node agent.mjs [--host 127.0.0.1] [--port 0] [--public-url URL]
+ *   node agent.mjs [--host 127.0.0.1] [--port 0] [--public-url URL] [--grpc-only]
  *
  * The agent binds its own socket (port 0 picks a free port), prints exactly
  * one line `READY http://<host>:<port>` on stdout once it accepts connections
@@ -31,7 +40,10 @@
 
 import { generateKeyPairSync } from 'node:crypto';
 import http from 'node:http';
+import net from 'node:net';
 import { parseArgs } from 'node:util';
+
+import * as grpc from '@grpc/grpc-js';
 
 import express from 'express';
 
@@ -54,6 +66,7 @@ import {
   jsonRpcHandler,
   restHandler,
 } from '@a2a-js/sdk/server/express';
+import { A2AService, grpcService } from '@a2a-js/sdk/server/grpc';
 import { duplicateInterfacesForLegacy } from '@a2a-js/sdk/compat/v0_3';
 import { createLegacyAwarePushNotificationSender } from '@a2a-js/sdk/compat/v0_3/server';
 
@@ -212,30 +225,33 @@ class EchoAgentExecutor {
 // Agent card and application
 // --------------------------------------------------------------------------
 
-function buildAgentCard(baseUrl) {
+function buildAgentCard(baseUrl, grpcOnly) {
+  // Over HTTP: each binding at 1.0, then mirrored at 0.3 (appended after the
+  // 1.0 entries) by the SDK's helper: with legacyCompat on, a binding is
+  // reachable at 0.3 only if the card lists it at 0.3. gRPC is 1.0 only.
+  const supportedInterfaces = grpcOnly
+    ? [{ url: baseUrl, protocolBinding: 'GRPC', tenant: '', protocolVersion: A2A_PROTOCOL_VERSION }]
+    : duplicateInterfacesForLegacy(
+        [
+          {
+            url: `${baseUrl}${JSONRPC_PATH}`,
+            protocolBinding: 'JSONRPC',
+            tenant: '',
+            protocolVersion: A2A_PROTOCOL_VERSION,
+          },
+          {
+            url: `${baseUrl}${REST_PATH}`,
+            protocolBinding: 'HTTP+JSON',
+            tenant: '',
+            protocolVersion: A2A_PROTOCOL_VERSION,
+          },
+        ],
+        ['JSONRPC', 'HTTP+JSON']
+      );
   return {
     name: 'JS SDK Agent',
     description: 'Test agent built on the official JS SDK, @a2a-js/sdk 1.3.0: echo, need-input.',
-    // Each binding at 1.0, then mirrored at 0.3 (appended after the 1.0
-    // entries) by the SDK's helper: with legacyCompat on, a binding is
-    // reachable at 0.3 only if the card lists it at 0.3.
-    supportedInterfaces: duplicateInterfacesForLegacy(
-      [
-        {
-          url: `${baseUrl}${JSONRPC_PATH}`,
-          protocolBinding: 'JSONRPC',
-          tenant: '',
-          protocolVersion: A2A_PROTOCOL_VERSION,
-        },
-        {
-          url: `${baseUrl}${REST_PATH}`,
-          protocolBinding: 'HTTP+JSON',
-          tenant: '',
-          protocolVersion: A2A_PROTOCOL_VERSION,
-        },
-      ],
-      ['JSONRPC', 'HTTP+JSON']
-    ),
+    supportedInterfaces,
     provider: undefined,
     version: '1.0.0',
     capabilities: {
@@ -281,8 +297,12 @@ async function signCard(card, baseUrl) {
   return { card: await sign(card), jwks: { keys: [jwk] } };
 }
 
-async function buildApp(baseUrl) {
-  const { card, jwks } = await signCard(buildAgentCard(baseUrl), baseUrl);
+/**
+ * The card's HTTP app and the request handler behind it. With `grpcOnly` the
+ * app serves only the card and its key set: A2A itself is the gRPC server's.
+ */
+async function buildApp(baseUrl, grpcOnly = false) {
+  const { card, jwks } = await signCard(buildAgentCard(baseUrl, grpcOnly), baseUrl);
 
   // Push notifications: the SDK's in-memory config store and its
   // DefaultPushNotificationSender (default timeout and token header), built
@@ -300,15 +320,60 @@ async function buildApp(baseUrl) {
     pushSender
   );
 
-  const legacyCompat = { enabled: true };
+  // gRPC is 1.0 only: the card then lists no 0.3 interface, which the compat
+  // layer's card handler refuses to serve.
+  const legacyCompat = { enabled: !grpcOnly };
   const userBuilder = UserBuilder.noAuthentication;
   const app = express();
   app.disable('x-powered-by');
   app.get(JWKS_PATH, (_req, res) => res.json(jwks));
   app.use(`/${AGENT_CARD_PATH}`, agentCardHandler({ agentCardProvider: requestHandler, legacyCompat }));
-  app.use(JSONRPC_PATH, jsonRpcHandler({ requestHandler, userBuilder, legacyCompat }));
-  app.use(REST_PATH, restHandler({ requestHandler, userBuilder, legacyCompat }));
-  return app;
+  if (!grpcOnly) {
+    app.use(JSONRPC_PATH, jsonRpcHandler({ requestHandler, userBuilder, legacyCompat }));
+    app.use(REST_PATH, restHandler({ requestHandler, userBuilder, legacyCompat }));
+  }
+  return { app, requestHandler, userBuilder };
+}
+
+// --------------------------------------------------------------------------
+// --grpc-only: the card over HTTP/1.1 and gRPC, on one port
+// --------------------------------------------------------------------------
+
+/** The HTTP/2 client preface's first bytes: no HTTP/1.1 request starts so. */
+const H2_PREFACE_START = Buffer.from('PRI * HTTP/2.0');
+
+/** Starts the SDK's gRPC service on an internal loopback port; resolves to [server, port]. */
+function startGrpc(requestHandler, userBuilder) {
+  const server = new grpc.Server();
+  server.addService(A2AService, grpcService({ requestHandler, userBuilder }));
+  return new Promise((resolve, reject) => {
+    server.bindAsync('127.0.0.1:0', grpc.ServerCredentials.createInsecure(), (error, port) =>
+      error ? reject(error) : resolve([server, port])
+    );
+  });
+}
+
+/**
+ * Accepts on `front` and splices each connection to the gRPC port if it opens
+ * with the HTTP/2 preface, else to the card's HTTP port. The first chunk is
+ * enough to tell: it holds at least a request line or the preface's start.
+ */
+function spliceByPreface(front, grpcPort, httpPort) {
+  front.on('connection', (socket) => {
+    socket.once('data', (first) => {
+      socket.pause();
+      const h2 = first.subarray(0, H2_PREFACE_START.length).equals(H2_PREFACE_START);
+      const upstream = net.connect(h2 ? grpcPort : httpPort, '127.0.0.1', () => {
+        upstream.write(first);
+        socket.pipe(upstream).pipe(socket);
+        socket.resume();
+      });
+      upstream.on('error', () => socket.destroy());
+      socket.on('error', () => upstream.destroy());
+      socket.on('close', () => upstream.destroy());
+      upstream.on('close', () => socket.destroy());
+    });
+  });
 }
 
 // --------------------------------------------------------------------------
@@ -321,6 +386,7 @@ function parseCommandLine() {
       host: { type: 'string', default: '127.0.0.1' },
       port: { type: 'string', default: '0' },
       'public-url': { type: 'string' },
+      'grpc-only': { type: 'boolean', default: false },
     },
     strict: true,
   });
@@ -328,7 +394,12 @@ function parseCommandLine() {
   if (!Number.isInteger(port) || port < 0 || port > 65535) {
     throw new Error(`invalid --port ${values.port}`);
   }
-  return { host: values.host, port, publicUrl: values['public-url']?.replace(/\/+$/, '') };
+  return {
+    host: values.host,
+    port,
+    publicUrl: values['public-url']?.replace(/\/+$/, ''),
+    grpcOnly: values['grpc-only'],
+  };
 }
 
 function main() {
@@ -336,26 +407,30 @@ function main() {
   try {
     options = parseCommandLine();
   } catch (error) {
-    console.error(`usage: node agent.mjs [--host 127.0.0.1] [--port 0] [--public-url URL]\n${error.message}`);
+    console.error(
+      `usage: node agent.mjs [--host 127.0.0.1] [--port 0] [--public-url URL] [--grpc-only]\n${error.message}`
+    );
     process.exit(2);
   }
 
   // Bind first, so that the card can carry the real port when port is 0.
   // The app is attached in the 'listening' callback, before the event loop
-  // can dispatch any request.
-  const server = http.createServer();
+  // can dispatch any request. With --grpc-only the public socket is a plain
+  // TCP front (see spliceByPreface).
+  const server = options.grpcOnly ? net.createServer() : http.createServer();
   server.on('error', (error) => {
     console.error(`cannot bind ${options.host}:${options.port}: ${error.message}`);
     process.exit(1);
   });
+  let inner = [];
   server.listen(options.port, options.host, () => {
     const { port } = server.address();
     const baseUrl = `http://${options.host}:${port}`;
     // Behind a reverse proxy, the card names the proxy's origin (as a deployed agent's would).
-    buildApp(options.publicUrl ?? baseUrl).then(
-      (app) => {
-        server.on('request', app);
-        log(`serving on ${baseUrl}`);
+    serve(server, options.publicUrl ?? baseUrl, options.grpcOnly).then(
+      (servers) => {
+        inner = servers;
+        log(`serving ${options.grpcOnly ? 'gRPC and the card ' : ''}on ${baseUrl}`);
         process.stdout.write(`READY ${baseUrl}\n`);
       },
       (error) => {
@@ -374,12 +449,38 @@ function main() {
       log('stopped');
       process.exit(0);
     });
-    // Open SSE streams and keep-alive connections would hold close() open.
-    server.closeAllConnections();
+    // Open streams and keep-alive connections would hold close() open.
+    server.closeAllConnections?.();
+    for (const s of inner) {
+      if (s instanceof grpc.Server) s.forceShutdown();
+      else {
+        s.close();
+        s.closeAllConnections();
+      }
+    }
     setTimeout(() => process.exit(0), 2000).unref();
   };
   process.on('SIGTERM', () => shutdown('SIGTERM'));
   process.on('SIGINT', () => shutdown('SIGINT'));
+}
+
+/**
+ * Serves the agent behind `server`, which is listening. Over HTTP the app is
+ * the server's; with `grpcOnly` the gRPC service and the card's app listen on
+ * internal ports behind the front. Resolves to the internal servers.
+ */
+async function serve(server, cardBaseUrl, grpcOnly) {
+  const { app, requestHandler, userBuilder } = await buildApp(cardBaseUrl, grpcOnly);
+  if (!grpcOnly) {
+    server.on('request', app);
+    return [];
+  }
+  const [grpcServer, grpcPort] = await startGrpc(requestHandler, userBuilder);
+  const cardServer = http.createServer(app);
+  await new Promise((resolve) => cardServer.listen(0, '127.0.0.1', resolve));
+  spliceByPreface(server, grpcPort, cardServer.address().port);
+  log(`internal: grpc ${grpcPort}, http ${cardServer.address().port}`);
+  return [grpcServer, cardServer];
 }
 
 main();
