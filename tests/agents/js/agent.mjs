@@ -363,7 +363,8 @@ function spliceByPreface(front, grpcPort, httpPort) {
     socket.once('data', (first) => {
       socket.pause();
       const h2 = first.subarray(0, H2_PREFACE_START.length).equals(H2_PREFACE_START);
-      const upstream = net.connect(h2 ? grpcPort : httpPort, '127.0.0.1', () => {
+      const target = { port: h2 ? grpcPort : httpPort, host: '127.0.0.1', noDelay: true };
+      const upstream = net.connect(target, () => {
         upstream.write(first);
         socket.pipe(upstream).pipe(socket);
         socket.resume();
@@ -417,7 +418,9 @@ function main() {
   // The app is attached in the 'listening' callback, before the event loop
   // can dispatch any request. With --grpc-only the public socket is a plain
   // TCP front (see spliceByPreface).
-  const server = options.grpcOnly ? net.createServer() : http.createServer();
+  // The front writes small HTTP/2 frames both ways: without Nagle's delay, as
+  // the servers behind it write them.
+  const server = options.grpcOnly ? net.createServer({ noDelay: true }) : http.createServer();
   server.on('error', (error) => {
     console.error(`cannot bind ${options.host}:${options.port}: ${error.message}`);
     process.exit(1);
