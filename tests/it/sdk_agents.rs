@@ -177,37 +177,50 @@ async fn probed_by_the_cli(sdk: Sdk, lagging: bool) {
     let Some((_agent, _proxy, origin)) = serve(sdk, lagging).await else {
         return;
     };
+    let context = format!("{sdk:?} (lagging proxy: {lagging})");
+    let (exit, report) = cli_report(&origin, &[]).await;
+    let expected_exit = if sdk == Sdk::Js { 0 } else { 1 };
+    assert_eq!(exit, Some(expected_exit), "{context}: {report:#}");
+    let subjects = report["subjects"].as_array().unwrap();
+    assert_eq!(subjects.len(), 2, "{context}: {report:#}");
+    for subject in subjects {
+        judged_as_over_json_rpc(sdk, subject, &context);
+    }
+}
+
+/// `cardgate probe <origin> --json <args>`: its exit code and its report.
+async fn cli_report(origin: &str, args: &[&str]) -> (Option<i32>, Value) {
     let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_cardgate"))
-        .args(["probe", &origin, "--json"])
+        .args(["probe", origin, "--json"])
+        .args(args)
         .env("CARDGATE_ALLOW_NETWORKS", "127.0.0.0/8")
         .env_remove("DATABASE_URL")
         .output()
         .await
         .expect("cardgate runs");
-    let context = format!("{sdk:?} (lagging proxy: {lagging})");
     let report: Value = serde_json::from_slice(&out.stdout)
-        .unwrap_or_else(|e| panic!("{context}: {e}: {}", String::from_utf8_lossy(&out.stderr)));
-    let expected_exit = if sdk == Sdk::Js { 0 } else { 1 };
-    assert_eq!(
-        out.status.code(),
-        Some(expected_exit),
-        "{context}: {report:#}"
-    );
-    let subjects = report["subjects"].as_array().unwrap();
-    assert_eq!(subjects.len(), 2, "{context}: {report:#}");
-    for subject in subjects {
+        .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stderr)));
+    (out.status.code(), report)
+}
+
+/// A subject of a `cardgate probe` report, judged as the SDK's agent deserves on any binding:
+/// the JS agent would be promoted; the Python one not, as its `submitted` state carries no
+/// timestamp. Streaming and push pass on both.
+fn judged_as_over_json_rpc(sdk: Sdk, subject: &Value, context: &str) {
+    let promoted = sdk == Sdk::Js;
+    assert_eq!(subject["would_promote"], promoted, "{context}: {subject:#}");
+    for cap in ["streaming", "pushNotifications"] {
         assert_eq!(
-            subject["would_promote"],
-            sdk == Sdk::Js,
-            "{context}: {subject:#}"
+            subject["capabilities"][cap]["status"], "passed",
+            "{context} {cap}: {subject:#}"
         );
-        for cap in ["streaming", "pushNotifications"] {
-            assert_eq!(
-                subject["capabilities"][cap]["status"], "passed",
-                "{context} {cap}: {subject:#}"
-            );
-        }
     }
+    let untimestamped = subject["verdict"]["untimestamped"].to_string();
+    assert_eq!(
+        untimestamped.contains("submitted"),
+        !promoted,
+        "{context}: {subject:#}"
+    );
 }
 
 /// The SDK's agent serving v1.0 over gRPC only (card and gRPC on one origin): the same
@@ -304,22 +317,13 @@ async fn cardgate_probe_over_grpc_judges_the_sdk_agents_alike() {
     }
 }
 
-/// `cardgate probe --binding grpc` of the SDK's agent at `origin`: the judgement its JSON-RPC
-/// probe gets (the JS agent would be promoted; the Python one not, as its `submitted` state
-/// carries no timestamp), streaming and push passed.
+/// `cardgate probe --binding grpc` of the SDK's agent at `origin` (gRPC only, one version):
+/// the judgement its JSON-RPC probe gets.
 async fn judged_over_grpc_as_over_json_rpc(sdk: Sdk, origin: &str) {
-    let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_cardgate"))
-        .args(["probe", origin, "--binding", "grpc", "--json"])
-        .env("CARDGATE_ALLOW_NETWORKS", "127.0.0.0/8")
-        .env_remove("DATABASE_URL")
-        .output()
-        .await
-        .expect("cardgate runs");
-    let report: Value = serde_json::from_slice(&out.stdout)
-        .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stderr)));
+    let (exit, report) = cli_report(origin, &["--binding", "grpc"]).await;
     let promoted = sdk == Sdk::Js;
     assert_eq!(
-        out.status.code(),
+        exit,
         Some(if promoted { 0 } else { 1 }),
         "{sdk:?}: {report:#}"
     );
@@ -329,19 +333,46 @@ async fn judged_over_grpc_as_over_json_rpc(sdk: Sdk, origin: &str) {
         (&json!("GRPC"), &json!("grpc-v1")),
         "{subject:#}"
     );
-    assert_eq!(subject["would_promote"], promoted, "{subject:#}");
-    for cap in ["streaming", "pushNotifications"] {
+    judged_as_over_json_rpc(sdk, subject, &format!("{sdk:?} over gRPC"));
+}
+
+/// `cardgate probe --binding http+json` against each SDK's agent, which serves HTTP+JSON 1.0
+/// beside JSON-RPC: 1.0 over REST gets the judgement JSON-RPC gets; 0.3 over HTTP+JSON, which
+/// cardgate does not speak (or the card does not offer), is said so and not judged, so neither
+/// run exits 0.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cardgate_probe_over_http_json_judges_the_sdk_agents_alike() {
+    for sdk in [Sdk::Python, Sdk::Js] {
+        let Some(agent) = SdkAgent::start(sdk, None).await else {
+            return;
+        };
+        let (exit, report) = cli_report(&agent.origin, &["--binding", "http+json"]).await;
+        assert_eq!(exit, Some(1), "{sdk:?}: {report:#}");
+        let subject = |version: &str| {
+            report["subjects"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|s| s["protocol_version"] == version)
+                .unwrap_or_else(|| panic!("{sdk:?} {version}: {report:#}"))
+                .clone()
+        };
+        let rest = subject("1.0");
         assert_eq!(
-            subject["capabilities"][cap]["status"], "passed",
-            "{cap}: {subject:#}"
+            (&rest["binding"], &rest["wire"]),
+            (&json!("HTTP+JSON"), &json!("rest-v1")),
+            "{rest:#}"
         );
+        judged_as_over_json_rpc(sdk, &rest, &format!("{sdk:?} over HTTP+JSON"));
+        // The JS agent offers 0.3 over HTTP+JSON too; the Python one only over JSON-RPC.
+        let legacy = subject("0.3");
+        assert_eq!(legacy["would_promote"], false, "{legacy:#}");
+        let why = match sdk {
+            Sdk::Js => "cardgate does not speak HTTP+JSON for 0.3",
+            Sdk::Python => "the card offers no HTTP+JSON interface for 0.3 (bindings: JSONRPC)",
+        };
+        assert_eq!(legacy["error"], why, "{legacy:#}");
     }
-    let untimestamped = subject["verdict"]["untimestamped"].to_string();
-    assert_eq!(
-        untimestamped.contains("submitted"),
-        !promoted,
-        "{subject:#}"
-    );
 }
 
 /// The Python SDK agent with its gRPC server set to gzip, as an operator can set it: it
