@@ -17,6 +17,11 @@ use crate::service::{ServiceError, Services, probe};
 /// A schedule that never fires: its sweep only runs when something calls it.
 pub const OFF: &str = "off";
 
+/// Whether `expression` is [`OFF`] (in any case: it is a word, not a cron field).
+fn is_off(expression: &str) -> bool {
+    expression.trim().eq_ignore_ascii_case(OFF)
+}
+
 /// When periodic work runs (6-field cron expressions, seconds first, or [`OFF`]).
 #[derive(Debug, Clone)]
 pub struct ScheduleSettings {
@@ -211,7 +216,7 @@ pub async fn start(
         ("refresh", settings.refresh.clone()),
         ("reprobe", settings.reprobe.clone()),
     ] {
-        if expression == OFF {
+        if is_off(&expression) {
             tracing::info!(sweep = name, "the {name} sweep is off");
             continue;
         }
@@ -251,7 +256,7 @@ pub async fn start(
         scheduler.add(job).await.context("adding a scheduled job")?;
     }
     let expression = settings.checkpoint.clone();
-    if expression == OFF {
+    if is_off(&expression) {
         tracing::info!("recording checkpoints on a schedule is off");
     } else {
         add_checkpoints(&scheduler, services, &expression).await?;
@@ -283,10 +288,28 @@ async fn add_checkpoints(
 
 /// Checks a cron expression (or [`OFF`]) without starting anything.
 pub fn validate(expression: &str) -> anyhow::Result<()> {
-    if expression == OFF {
+    if is_off(expression) {
         return Ok(());
     }
     CronJob::new(expression, |_, _| {})
         .map(drop)
         .map_err(|e| anyhow::anyhow!("`{expression}`: {e} (6 fields, seconds first)"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_schedule_is_six_cron_fields_or_off() {
+        assert!(validate("0 */5 * * * *").is_ok());
+        assert!(validate(OFF).is_ok());
+        let five_fields = validate("*/5 * * * *").unwrap_err().to_string();
+        assert!(
+            five_fields.contains("6 fields, seconds first"),
+            "{five_fields}"
+        );
+        assert!(validate("never").is_err());
+        assert!(is_off("OFF") && is_off(" off ") && !is_off("of"));
+    }
 }
