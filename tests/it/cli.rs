@@ -8,7 +8,7 @@ use serde_json::{Value, json};
 
 use crate::support::tls::TlsFront;
 
-async fn cardgate_probe(args: &[&str]) -> Output {
+pub(crate) async fn cardgate_probe(args: &[&str]) -> Output {
     cardgate_probe_with(args, &[]).await
 }
 

@@ -217,6 +217,14 @@ pub fn client(url: &str, limits: CallLimits, allow_loopback: bool) -> A2aClient 
     )
 }
 
+/// A gRPC length-prefixed message: the compressed flag, the length (big-endian), the bytes.
+pub fn frame(compressed: bool, payload: &[u8]) -> Vec<u8> {
+    let mut frame = vec![u8::from(compressed)];
+    frame.extend_from_slice(&u32::try_from(payload.len()).unwrap().to_be_bytes());
+    frame.extend_from_slice(payload);
+    frame
+}
+
 fn hello() -> Outgoing<'static> {
     Outgoing {
         text: "hello",
@@ -569,21 +577,14 @@ async fn compressed_grpc_answers_are_read_within_the_cap_and_refused_past_it() {
         encoder.write_all(bytes).unwrap();
         encoder.finish().unwrap()
     }
-    /// A gRPC frame with the compressed flag set.
-    fn compressed_frame(payload: &[u8]) -> Vec<u8> {
-        let mut frame = vec![1];
-        frame.extend_from_slice(&u32::try_from(payload.len()).unwrap().to_be_bytes());
-        frame.extend_from_slice(payload);
-        frame
-    }
 
     let task: SendMessageResponse = serde_json::from_value(json!({"task": {
         "id": "t-1", "contextId": "c-1",
         "status": {"state": "TASK_STATE_COMPLETED", "timestamp": "2026-12-04T10:00:00Z"}
     }}))
     .unwrap();
-    let answer = compressed_frame(&gzip(&task.encode_to_vec()));
-    let bomb = compressed_frame(&gzip(&vec![0; 1024 * 1024]));
+    let answer = frame(true, &gzip(&task.encode_to_vec()));
+    let bomb = frame(true, &gzip(&vec![0; 1024 * 1024]));
     let offered = Arc::new(std::sync::Mutex::new(Vec::new()));
     let seen = offered.clone();
     let app = axum::Router::new().fallback(move |request: Request<Body>| {

@@ -190,14 +190,11 @@ async fn probed_by_the_cli(sdk: Sdk, lagging: bool) {
 
 /// `cardgate probe <origin> --json <args>`: its exit code and its report.
 async fn cli_report(origin: &str, args: &[&str]) -> (Option<i32>, Value) {
-    let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_cardgate"))
-        .args(["probe", origin, "--json"])
-        .args(args)
-        .env("CARDGATE_ALLOW_NETWORKS", "127.0.0.0/8")
-        .env_remove("DATABASE_URL")
-        .output()
-        .await
-        .expect("cardgate runs");
+    let args: Vec<&str> = [origin, "--json"]
+        .into_iter()
+        .chain(args.iter().copied())
+        .collect();
+    let out = crate::cli::cardgate_probe(&args).await;
     let report: Value = serde_json::from_slice(&out.stdout)
         .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stderr)));
     (out.status.code(), report)
@@ -376,10 +373,10 @@ async fn cardgate_probe_over_http_json_judges_the_sdk_agents_alike() {
 }
 
 /// The Python SDK agent with its gRPC server set to gzip, as an operator can set it: it
-/// compresses for a caller that accepts gzip (shown with a raw HTTP/2 call), and answers
-/// cardgate, which accepts none, uncompressed, so the probe runs whole and judges it alike.
+/// compresses its answers (shown with a raw HTTP/2 call that offers gzip), cardgate reads them,
+/// and the probe runs whole and judges it as it judges the agent answering uncompressed.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_python_sdk_agent_set_to_compress_is_probed_uncompressed_and_judged_alike() {
+async fn a_python_sdk_agent_set_to_compress_is_judged_as_uncompressed() {
     let Some(agent) = SdkAgent::start_with(
         Sdk::Python,
         None,
@@ -409,10 +406,7 @@ async fn raw_send_accepting_gzip(origin: &str) -> (Option<String>, u8) {
         "message": {"messageId": "raw-1", "role": "ROLE_USER", "parts": [{"text": "hello"}]}
     }))
     .unwrap();
-    let message = request.encode_to_vec();
-    let mut body = vec![0];
-    body.extend_from_slice(&u32::try_from(message.len()).unwrap().to_be_bytes());
-    body.extend_from_slice(&message);
+    let body = crate::grpc::frame(false, &request.encode_to_vec());
     let client = reqwest::Client::builder()
         .http2_prior_knowledge()
         .build()
