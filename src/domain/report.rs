@@ -9,7 +9,7 @@ use super::gate::{GateState, SubjectState};
 use super::ids::{CalleeId, ReportId};
 use super::ledger::EventBody;
 use super::probe::TaskState;
-use super::probe::events::{Event, classify};
+use super::probe::events::{Event, classify, parse_timestamp};
 use super::time::Timestamp;
 use super::version::ProtocolVersion;
 
@@ -141,14 +141,22 @@ fn observed(evidence: &Value) -> Result<Vec<Seen>, String> {
 }
 
 fn terminal_without_timestamp(seen: &[Seen]) -> Result<String, String> {
-    match seen
-        .iter()
-        .find(|s| s.state.is_terminal() && s.timestamp.is_none())
-    {
-        Some(s) => Ok(format!(
-            "observed[{}] is the terminal state {} without status.timestamp",
-            s.index, s.raw_state
-        )),
+    // A timestamp that names no instant (no zone, unparseable) counts as missing
+    // (trust-model.md, rule 2); an offset such as `+00:00` names one and does not.
+    let without = |s: &&Seen| {
+        s.state.is_terminal() && s.timestamp.as_deref().and_then(parse_timestamp).is_none()
+    };
+    match seen.iter().find(without) {
+        Some(s) => Ok(match &s.timestamp {
+            None => format!(
+                "observed[{}] is the terminal state {} without status.timestamp",
+                s.index, s.raw_state
+            ),
+            Some(raw) => format!(
+                "observed[{}] is the terminal state {} with a status.timestamp that names no instant (`{raw}`)",
+                s.index, s.raw_state
+            ),
+        }),
         None => Err("no terminal status in the evidence lacks status.timestamp".into()),
     }
 }
@@ -342,6 +350,11 @@ mod tests {
                 "observed[0] is the terminal state TASK_STATE_FAILED without status.timestamp",
             ),
             (
+                Trigger::TerminalWithoutTimestamp,
+                json!({"observed": [{"state": "completed", "timestamp": "2026-12-02T10:00:00"}]}),
+                "with a status.timestamp that names no instant (`2026-12-02T10:00:00`)",
+            ),
+            (
                 Trigger::DuplicateTerminal,
                 json!({"observed": [
                     {"kind": "status-update", "taskId": "t", "status": status("completed", true), "final": true},
@@ -388,6 +401,12 @@ mod tests {
             (
                 Trigger::TerminalWithoutTimestamp,
                 json!({"observed": [status("TASK_STATE_WORKING", false)]}),
+                "lacks status.timestamp",
+            ),
+            (
+                // An offset names an instant: the timestamp is there, however it is spelled.
+                Trigger::TerminalWithoutTimestamp,
+                json!({"observed": [{"state": "completed", "timestamp": "2026-12-04T20:08:19.826771+00:00"}]}),
                 "lacks status.timestamp",
             ),
             (

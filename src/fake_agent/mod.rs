@@ -54,6 +54,15 @@ pub enum Behaviour {
     /// Streams never end: after the turn's events, `working` updates follow without pause
     /// for as long as the client reads them.
     EndlessStream,
+    /// CancelTask on a finished task is accepted: the task flips to `canceled` (HTTP 200, no
+    /// error), as some libraries do; a terminal state that does not stay terminal.
+    CancelFlipsTerminal,
+    /// A resubscription to a finished task replays its end: the task, then its terminal
+    /// status again as an update (two terminal events on one stream).
+    ResubscribeReplaysEnd,
+    /// Timestamps carry a numeric offset (`+00:00`) instead of `Z`: present and exact, spelled
+    /// against v1.0 §5.6.1.
+    OffsetTimestamps,
 }
 
 /// How long `SlowAnswers` holds each call.
@@ -508,14 +517,22 @@ async fn call(s: Arc<Shared>, method: &str, params: &Value, v1: bool) -> Reply {
                 let tasks = lock(&s.tasks);
                 match tasks.get(&id) {
                     None => return Reply::Error(-32001, "Task not found"),
-                    Some(t) if is_terminal(t.state) => {
+                    Some(t)
+                        if is_terminal(t.state) && behaviour != Behaviour::CancelFlipsTerminal =>
+                    {
                         return Reply::Error(-32002, "Task cannot be canceled");
                     }
                     Some(_) => {}
                 }
             }
+            if behaviour == Behaviour::CancelFlipsTerminal {
+                reopen(&s, &id);
+            }
             apply(&s, &id, &cancel, behaviour);
             Reply::Result(task_json(&s, &id, v1, behaviour))
+        }
+        ("SubscribeToTask", true) | ("tasks/resubscribe", false) => {
+            resubscribe(&s, params, v1, behaviour)
         }
         ("CreateTaskPushNotificationConfig", true)
         | ("tasks/pushNotificationConfig/set", false) => {
@@ -599,7 +616,7 @@ fn begin_turn(
                     id: id.clone(),
                     context_id,
                     state: "submitted",
-                    timestamp: Some(time::format(time::now())),
+                    timestamp: Some(stamp(behaviour)),
                     history: vec![message.clone()],
                     artifacts: Vec::new(),
                 },
@@ -641,8 +658,45 @@ fn is_terminal(state: &str) -> bool {
     matches!(state, "completed" | "failed" | "canceled" | "rejected")
 }
 
+/// Lets a finished task move again (`CancelFlipsTerminal`): `apply` leaves terminal tasks be.
+fn reopen(s: &Shared, task_id: &str) {
+    if let Some(task) = lock(&s.tasks).get_mut(task_id) {
+        task.state = "working";
+    }
+}
+
+/// SubscribeToTask / tasks/resubscribe. On a finished task a v1.0 agent answers
+/// `UnsupportedOperationError` (§3.1.6); the v0.3 side sends the task once and closes, the
+/// other answer the rules accept. A live task gets its current state, then the stream closes.
+fn resubscribe(s: &Shared, params: &Value, v1: bool, behaviour: Behaviour) -> Reply {
+    let id = params["id"].as_str().unwrap_or_default();
+    let state = match lock(&s.tasks).get(id) {
+        None => return Reply::Error(-32001, "Task not found"),
+        Some(t) => t.state,
+    };
+    let replays = behaviour == Behaviour::ResubscribeReplaysEnd;
+    if v1 && is_terminal(state) && !replays {
+        return Reply::Error(-32004, "Task is in a terminal state");
+    }
+    let task = task_json(s, id, v1, behaviour);
+    let mut items = vec![if v1 { json!({"task": task}) } else { task }];
+    if replays && is_terminal(state) {
+        let end = Update::Status {
+            state,
+            timestamp: true,
+            message: None,
+        };
+        items.push(event_json(s, id, &end, v1));
+    }
+    let (tx, rx) = mpsc::channel::<StreamItem>(items.len());
+    for item in items {
+        let _ = tx.try_send(StreamItem::Event(item));
+    }
+    Reply::Events(rx)
+}
+
 /// Applies an update to the stored task.
-fn apply(s: &Shared, task_id: &str, update: &Update, _behaviour: Behaviour) {
+fn apply(s: &Shared, task_id: &str, update: &Update, behaviour: Behaviour) {
     let mut tasks = lock(&s.tasks);
     let Some(task) = tasks.get_mut(task_id) else {
         return;
@@ -657,7 +711,7 @@ fn apply(s: &Shared, task_id: &str, update: &Update, _behaviour: Behaviour) {
                 return;
             }
             task.state = state;
-            task.timestamp = timestamp.then(|| time::format(time::now()));
+            task.timestamp = timestamp.then(|| stamp(behaviour));
             // Every status change leaves an agent message in the history, so its length grows
             // with each transition (what stateTransitionHistory promises).
             let text = message.unwrap_or(state);
@@ -666,6 +720,17 @@ fn apply(s: &Shared, task_id: &str, update: &Update, _behaviour: Behaviour) {
         Update::Artifact(text) => task
             .artifacts
             .push(json!({"artifactId": uuid::Uuid::new_v4().to_string(), "text": text})),
+    }
+}
+
+/// Now, as this agent spells it: RFC 3339 UTC with `Z`, or with `+00:00` when it is switched
+/// to `OffsetTimestamps`.
+fn stamp(behaviour: Behaviour) -> String {
+    let z = time::format(time::now());
+    if behaviour == Behaviour::OffsetTimestamps {
+        format!("{}+00:00", z.trim_end_matches('Z'))
+    } else {
+        z
     }
 }
 
@@ -749,7 +814,7 @@ fn event_json(s: &Shared, task_id: &str, update: &Update, v1: bool) -> Value {
             let ts = if *timestamp {
                 task.timestamp
                     .clone()
-                    .or_else(|| Some(time::format(time::now())))
+                    .or_else(|| Some(stamp(*lock(&s.behaviour))))
             } else {
                 None
             };
@@ -783,12 +848,13 @@ async fn notify(s: &Shared, task_id: &str, update: &Update) {
     let Some((url, token, v1)) = target else {
         return;
     };
+    let behaviour = *lock(&s.behaviour);
     let body = if v1 {
         event_json(s, task_id, update, true)
     } else {
-        task_json(s, task_id, false, Behaviour::Conformant)
+        task_json(s, task_id, false, behaviour)
     };
-    let copies = if *lock(&s.behaviour) == Behaviour::PushFlood {
+    let copies = if behaviour == Behaviour::PushFlood {
         FLOOD
     } else {
         1

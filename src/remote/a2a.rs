@@ -424,7 +424,54 @@ impl A2aClient {
         if self.wire == Wire::GrpcV1 {
             return self.stream_grpc(step, params, deadline).await;
         }
-        let (call, request) = match self.build(step, &Op::Stream, params) {
+        self.open_stream(step, &Op::Stream, params, deadline).await
+    }
+
+    /// SubscribeToTask / tasks/resubscribe (HTTP+JSON `GET /tasks/{id}:subscribe`, as the
+    /// proto routes it; both SDKs accept GET and POST). The caller reads the frames within
+    /// `deadline`. `None` on a binding this client does not resubscribe over (gRPC: the
+    /// project's proto does not carry the method yet).
+    pub async fn subscribe(
+        &mut self,
+        step: &str,
+        task_id: &str,
+        deadline: Instant,
+    ) -> Option<Streamed> {
+        if self.wire == Wire::GrpcV1 {
+            return None;
+        }
+        let op = Op::Subscribe(task_id.to_string());
+        Some(
+            self.open_stream(step, &op, json!({ "id": task_id }), deadline)
+                .await,
+        )
+    }
+
+    /// Whether an error answer is the binding's form of `TaskNotCancelableError`: JSON-RPC
+    /// -32002; gRPC `FAILED_PRECONDITION` and HTTP+JSON 400, each with the reason
+    /// `TASK_NOT_CANCELABLE` (A2A v1.0 §5.4).
+    pub fn refused_as_not_cancelable(&self, code: i64, message: &str) -> bool {
+        const REASON: &str = "(TASK_NOT_CANCELABLE)";
+        match self.wire {
+            Wire::JsonRpcV1 | Wire::JsonRpcV03 => code == -32002,
+            Wire::GrpcV1 => {
+                code == i64::from(tonic::Code::FailedPrecondition as i32)
+                    && message.contains(REASON)
+            }
+            Wire::RestV1 => code == 400 && message.contains(REASON),
+        }
+    }
+
+    /// Opens a streaming call over HTTP (JSON-RPC or HTTP+JSON): the event stream once its
+    /// headers arrived, or the plain answer in its place.
+    async fn open_stream(
+        &mut self,
+        step: &str,
+        op: &Op,
+        params: Value,
+        deadline: Instant,
+    ) -> Streamed {
+        let (call, request) = match self.build(step, op, params) {
             Ok(built) => built,
             Err(answer) => {
                 return Streamed::Plain {
@@ -836,16 +883,30 @@ impl A2aClient {
         match self.wire {
             Wire::JsonRpcV1 | Wire::JsonRpcV03 | Wire::GrpcV1 => jsonrpc_result(status, body),
             Wire::RestV1 if (200..300).contains(&status) => Answer::Result(body.clone()),
-            Wire::RestV1 => Answer::Error {
-                code: i64::from(status),
-                message: body
-                    .pointer("/error/message")
-                    .and_then(Value::as_str)
-                    .map_or_else(
-                        || format!("HTTP {status}"),
-                        |m| format!("HTTP {status}: {m}"),
-                    ),
-            },
+            Wire::RestV1 => {
+                // The A2A reason beside the status, as for gRPC: 400 alone does not say what
+                // was refused (google.rpc.Status with an ErrorInfo detail, §11.6).
+                let reason = body
+                    .pointer("/error/details")
+                    .and_then(Value::as_array)
+                    .and_then(|details| {
+                        details
+                            .iter()
+                            .find_map(|d| d.get("reason").and_then(Value::as_str))
+                    })
+                    .map(|r| format!(" ({r})"))
+                    .unwrap_or_default();
+                Answer::Error {
+                    code: i64::from(status),
+                    message: body
+                        .pointer("/error/message")
+                        .and_then(Value::as_str)
+                        .map_or_else(
+                            || format!("HTTP {status}{reason}"),
+                            |m| format!("HTTP {status}{reason}: {m}"),
+                        ),
+                }
+            }
         }
     }
 
@@ -868,6 +929,7 @@ enum Op {
     Get(String, Option<u32>),
     Cancel(String),
     SetPush(String),
+    Subscribe(String),
 }
 
 impl Op {
@@ -884,13 +946,16 @@ impl Op {
             Op::Cancel(_) => "tasks/cancel",
             Op::SetPush(_) if v1 => "CreateTaskPushNotificationConfig",
             Op::SetPush(_) => "tasks/pushNotificationConfig/set",
+            Op::Subscribe(_) if v1 => "SubscribeToTask",
+            Op::Subscribe(_) => "tasks/resubscribe",
         }
     }
 
     /// The gRPC method of a unary operation (streams open through their own path).
     fn grpc_method(&self) -> grpc::Method {
         match self {
-            Op::Send | Op::Stream => grpc::Method::SendMessage,
+            // Streams open through their own path; no unary call names them.
+            Op::Send | Op::Stream | Op::Subscribe(_) => grpc::Method::SendMessage,
             Op::Get(..) => grpc::Method::GetTask,
             Op::Cancel(_) => grpc::Method::CancelTask,
             Op::SetPush(_) => grpc::Method::CreateTaskPushNotificationConfig,
@@ -918,6 +983,11 @@ impl Op {
                 Method::POST,
                 format!("/tasks/{}/pushNotificationConfigs", encode(id)),
                 Some(params),
+            ),
+            Op::Subscribe(id) => (
+                Method::GET,
+                format!("/tasks/{}:subscribe", encode(id)),
+                None,
             ),
         }
     }

@@ -6,9 +6,10 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use super::events::is_utc_z;
 use super::{
-    Channel, Finding, FindingStatus, Judgement, Level, Observations, PushRun, Source, Spelling,
-    StreamEnd, StreamRun, TaskRole, TaskState, Transition, Verdict,
+    Channel, EndedCancel, EndedResubscribe, Finding, FindingStatus, Judgement, Level, Observations,
+    PushRun, Source, Spelling, StreamEnd, StreamRun, TaskRole, TaskState, Transition, Verdict,
 };
 use crate::domain::capability::Capability;
 use crate::domain::decision::CapabilityOutcome;
@@ -32,10 +33,13 @@ pub fn evaluate(
         full_lifecycle(obs, &lifecycle),
         timestamps(obs),
         terminal_timestamp(obs),
-        timestamp_format(obs),
+        timestamp_format(obs, version),
         timestamp_order(obs),
         single_terminal(obs),
         nothing_after_terminal(obs),
+        terminal_stays(obs),
+        terminal_cancel(obs),
+        resubscription(obs),
         ids_consistent(obs),
         get_agrees(obs),
         well_formed(obs),
@@ -53,7 +57,7 @@ pub fn evaluate(
             let finding = match cap {
                 Capability::Streaming => streaming(obs),
                 Capability::PushNotifications => push(obs.push.as_ref(), obs),
-                Capability::StateTransitionHistory => history(obs, &lifecycle),
+                Capability::StateTransitionHistory => history(obs),
             };
             let outcome = match finding.status {
                 FindingStatus::Pass => CapabilityOutcome::Passed,
@@ -325,14 +329,14 @@ fn timestamps(obs: &Observations) -> Finding {
             "no transitions were observed",
         );
     }
-    let missing = untimestamped(obs);
-    if missing.is_empty() {
+    let (absent, no_instant) = without_instant(obs.transitions.iter());
+    if absent.is_empty() && no_instant.is_empty() {
         finding(
             CODE,
             Level::Policy,
             Pass,
             format!(
-                "all {} observed transitions carry status.timestamp",
+                "all {} observed transitions carry a status.timestamp that names an instant",
                 obs.transitions.len()
             ),
         )
@@ -341,12 +345,39 @@ fn timestamps(obs: &Observations) -> Finding {
             CODE,
             Level::Policy,
             Fail,
-            format!(
-                "transitions without a usable status.timestamp: {}",
-                missing.join(", ")
-            ),
+            missing_text("transitions", &absent, &no_instant),
         )
     }
+}
+
+/// The transitions among `ts` whose timestamp is absent, and those whose timestamp names no
+/// instant (no zone, unparseable): both count as missing, and reasons say which was which.
+fn without_instant<'a>(ts: impl Iterator<Item = &'a Transition>) -> (Vec<String>, Vec<String>) {
+    let (mut absent, mut no_instant) = (Vec::new(), Vec::new());
+    for t in ts.filter(|t| t.parsed_timestamp.is_none()) {
+        match &t.timestamp {
+            None => absent.push(t.label()),
+            Some(raw) => no_instant.push(format!("{} `{raw}`", t.label())),
+        }
+    }
+    (absent, no_instant)
+}
+
+fn missing_text(what: &str, absent: &[String], no_instant: &[String]) -> String {
+    let mut parts = Vec::new();
+    if !absent.is_empty() {
+        parts.push(format!(
+            "{what} without status.timestamp: {}",
+            absent.join(", ")
+        ));
+    }
+    if !no_instant.is_empty() {
+        parts.push(format!(
+            "{what} whose status.timestamp names no instant (no zone, or unparseable): {}",
+            no_instant.join(", ")
+        ));
+    }
+    parts.join("; ")
 }
 
 fn untimestamped(obs: &Observations) -> Vec<String> {
@@ -372,17 +403,13 @@ fn terminal_timestamp(obs: &Observations) -> Finding {
             "no terminal state was observed",
         );
     }
-    let missing: Vec<String> = terminals
-        .iter()
-        .filter(|t| t.timestamp.is_none())
-        .map(|t| t.label())
-        .collect();
-    if missing.is_empty() {
+    let (absent, no_instant) = without_instant(terminals.into_iter());
+    if absent.is_empty() && no_instant.is_empty() {
         finding(
             CODE,
             Level::Policy,
             Pass,
-            "every terminal transition carries status.timestamp",
+            "every terminal transition carries a status.timestamp that names an instant",
         )
     } else {
         Finding {
@@ -391,21 +418,36 @@ fn terminal_timestamp(obs: &Observations) -> Finding {
                 CODE,
                 Level::Policy,
                 Fail,
-                format!(
-                    "terminal transitions without status.timestamp: {}",
-                    missing.join(", ")
-                ),
+                missing_text("terminal transitions", &absent, &no_instant),
             )
         }
     }
 }
 
-fn timestamp_format(obs: &Observations) -> Finding {
+/// How timestamps are spelled, apart from whether they name an instant: v1.0 (§5.6.1) makes
+/// the `Z` form a MUST; v0.2/v0.3 ask for ISO 8601 UTC, so an offset is reported at SHOULD.
+/// A spelling is never taken for an absence (LC-TIMESTAMPS judges that).
+fn timestamp_format(obs: &Observations, version: ProtocolVersion) -> Finding {
     const CODE: &str = "LC-TIMESTAMP-FORMAT";
-    let bad: Vec<String> = obs
+    let (level, rule) = if version.is_pre_1_0() {
+        (
+            Level::Should,
+            format!("A2A {version} asks for ISO 8601 UTC (`Z`)"),
+        )
+    } else {
+        (
+            Level::Must,
+            format!("A2A {version} requires RFC 3339 UTC with `Z` (§5.6.1)"),
+        )
+    };
+    let stamped: Vec<&Transition> = obs
         .transitions
         .iter()
-        .filter(|t| t.timestamp.is_some() && t.parsed_timestamp.is_none())
+        .filter(|t| t.timestamp.is_some())
+        .collect();
+    let off: Vec<String> = stamped
+        .iter()
+        .filter(|t| !t.timestamp.as_deref().is_some_and(is_utc_z))
         .map(|t| {
             format!(
                 "{} `{}`",
@@ -414,20 +456,22 @@ fn timestamp_format(obs: &Observations) -> Finding {
             )
         })
         .collect();
-    match (
-        obs.transitions.iter().any(|t| t.timestamp.is_some()),
-        bad.is_empty(),
-    ) {
-        (false, _) => finding(CODE, Level::Should, NotExercised, "no timestamps were sent"),
-        (true, true) => finding(CODE, Level::Should, Pass, "timestamps are RFC 3339 UTC"),
-        (true, false) => finding(
+    match (stamped.is_empty(), off.is_empty()) {
+        (true, _) => finding(CODE, level, NotExercised, "no timestamps were sent"),
+        (false, true) => finding(
             CODE,
-            Level::Should,
-            Fail,
+            level,
+            Pass,
             format!(
-                "timestamps that are not RFC 3339 UTC (`Z`): {}",
-                bad.join(", ")
+                "all {} timestamps are spelled RFC 3339 UTC with `Z`",
+                stamped.len()
             ),
+        ),
+        (false, false) => finding(
+            CODE,
+            level,
+            Fail,
+            format!("{rule}; spelled otherwise: {}", off.join(", ")),
         ),
     }
 }
@@ -866,7 +910,7 @@ fn streaming(obs: &Observations) -> Finding {
     let streams: Vec<_> = obs
         .streams
         .iter()
-        .filter(|s| s.role == TaskRole::Lifecycle)
+        .filter(|s| s.role == TaskRole::Lifecycle && !s.resubscribe)
         .collect();
     let Some(last) = streams.last() else {
         return finding(
@@ -1057,62 +1101,309 @@ fn push_delivery(run: &PushRun, obs: &Observations) -> Finding {
     )
 }
 
-fn history(obs: &Observations, lifecycle: &[&Transition]) -> Finding {
+fn history(obs: &Observations) -> Finding {
     const CODE: &str = "CAP-HISTORY";
-    // Two successive GetTask answers straddle a state change when their states differ, or
-    // when something causally between them shows one: a follow-up sent, or a send's answer in
-    // another state (calls are numbered in the order they were made). Stream events are not
-    // used: a lagging stream says nothing about when its states happened.
-    let changed_between = |a: &Transition, b: &Transition| {
-        a.state != b.state
-            || obs.follow_up_calls.iter().any(|(role, call)| {
-                *role == TaskRole::Lifecycle && a.call < *call && *call < b.call
-            })
-            || lifecycle.iter().any(|t| {
-                t.source == Source::Response
-                    && a.call < t.call
-                    && t.call < b.call
-                    && t.state != a.state
-            })
-    };
-    let mut last_get: Option<(&Transition, usize)> = None;
+    // Every snapshot that carries the history counts: a send's answer, stream Task events,
+    // push deliveries of the task, GetTask answers. Two snapshots are compared only where
+    // their order is known (within one channel, by lifecycle position, or across a
+    // follow-up) and a state change lies between them: a task that finishes in a millisecond
+    // is judged, and a channel that lags is never taken for a frozen history.
     let mut compared = 0;
     let mut stalls = Vec::new();
-    for t in lifecycle.iter().filter(|t| t.source == Source::Get) {
-        let Some(len) = t.history_len else {
-            continue;
-        };
-        if let Some((prev, prev_len)) = last_get {
-            if changed_between(prev, t) {
+    for role in [TaskRole::Lifecycle, TaskRole::Push] {
+        let snapshots: Vec<&Transition> = obs
+            .transitions
+            .iter()
+            .filter(|t| t.role == role && t.history_len.is_some() && before_end(obs, t))
+            .collect();
+        let follow_ups: Vec<u32> = obs
+            .follow_up_calls
+            .iter()
+            .filter(|(r, _)| *r == role)
+            .map(|(_, call)| *call)
+            .collect();
+        for (j, later) in snapshots.iter().enumerate() {
+            let mut stalled = None;
+            for (i, earlier) in snapshots.iter().enumerate() {
+                if i == j || !precedes_across_change(obs, &follow_ups, earlier, later, i < j) {
+                    continue;
+                }
                 compared += 1;
-                if len <= prev_len {
-                    stalls.push(format!(
-                        "history stayed at {prev_len} → {len} from {} to {}",
-                        prev.label(),
-                        t.label()
+                let (was, is) = (earlier.history_len, later.history_len);
+                if is <= was && stalled.is_none() {
+                    stalled = Some(format!(
+                        "history stayed at {} → {} from {} to {}",
+                        was.unwrap_or_default(),
+                        is.unwrap_or_default(),
+                        earlier.label(),
+                        later.label()
                     ));
                 }
             }
+            stalls.extend(stalled);
         }
-        last_get = Some((t, len));
     }
     match (compared, stalls.is_empty()) {
         (0, _) => finding(
             CODE,
             Level::Policy,
             NotExercised,
-            "no two GetTask answers straddled a state change",
+            "no two history-bearing snapshots of one task were known to straddle a state change",
         ),
         (_, true) => finding(
             CODE,
             Level::Policy,
             Pass,
-            format!("history grew across all {compared} observed state changes"),
+            format!(
+                "history grew across all {compared} ordered snapshot pairs that straddle a state change"
+            ),
         ),
         (_, false) => Finding {
             trigger: Some(DemotionClass::History),
             ..finding(CODE, Level::Policy, Fail, stalls.join("; "))
         },
+    }
+}
+
+/// Whether `t` was reported before the terminal-discipline probe began: what a cancel of an
+/// ended task shows is judged by LC-TERMINAL-STAYS, not as history.
+fn before_end(obs: &Observations, t: &Transition) -> bool {
+    t.role != TaskRole::Lifecycle
+        || obs
+            .after_end
+            .as_ref()
+            .is_none_or(|end| t.call < end.from_call)
+}
+
+/// Whether snapshot `a` is known to precede `b` with a state change between them
+/// (`a_arrived_first`: `a` arrived before `b`, which orders them only within one channel).
+fn precedes_across_change(
+    obs: &Observations,
+    follow_ups: &[u32],
+    a: &Transition,
+    b: &Transition,
+    a_arrived_first: bool,
+) -> bool {
+    // Calls are numbered in the order they were made, and a send's answer, a GetTask answer
+    // or a stream read to its end all arrived before the next call was made: what such a call
+    // reported before a follow-up precedes what any call from the follow-up on reports.
+    let call_ordered = |t: &Transition| t.source != Source::Push;
+    let follow_up_between = |a: &Transition, b: &Transition| {
+        call_ordered(a)
+            && call_ordered(b)
+            && follow_ups.iter().any(|fu| a.call < *fu && *fu <= b.call)
+    };
+    if a.channel() == b.channel() {
+        if !a_arrived_first {
+            return false;
+        }
+        // A send's answer in another state between two GetTask answers shows a change too.
+        let response_between = a.source == Source::Get
+            && obs.transitions.iter().any(|t| {
+                t.role == a.role
+                    && t.source == Source::Response
+                    && a.call < t.call
+                    && t.call < b.call
+                    && t.state != a.state
+            });
+        return a.state != b.state || follow_up_between(a, b) || response_between;
+    }
+    // Across channels, arrival order says nothing; lifecycle position and turns do.
+    rank(a.state) < rank(b.state) || follow_up_between(a, b)
+}
+
+/// LC-TERMINAL-STAYS: a task that has ended stays in the state it ended in. What the task
+/// reported from the first call after it was seen ended (a cancel's answer, a GetTask, a
+/// resubscription) must name that same terminal state.
+fn terminal_stays(obs: &Observations) -> Finding {
+    const CODE: &str = "LC-TERMINAL-STAYS";
+    let Some(end) = &obs.after_end else {
+        return finding(
+            CODE,
+            Level::Must,
+            NotExercised,
+            "the lifecycle task was not seen to end, so whether its end holds was not probed",
+        );
+    };
+    let lifecycle = of_role(obs, TaskRole::Lifecycle);
+    let Some(ended) = lifecycle
+        .iter()
+        .filter(|t| t.call < end.from_call && t.state.is_terminal())
+        .max_by_key(|t| t.call)
+    else {
+        return finding(
+            CODE,
+            Level::Must,
+            NotExercised,
+            "no terminal state was observed before the probe of its end",
+        );
+    };
+    let after: Vec<&&Transition> = lifecycle
+        .iter()
+        .filter(|t| t.call >= end.from_call)
+        .collect();
+    let moved: Vec<String> = after
+        .iter()
+        .filter(|t| t.state != ended.state)
+        .map(|t| t.label())
+        .collect();
+    if !moved.is_empty() {
+        return Finding {
+            trigger: Some(DemotionClass::Terminal),
+            ..finding(
+                CODE,
+                Level::Must,
+                Fail,
+                format!(
+                    "the task ended {} ({}), then showed {}{}",
+                    ended.state,
+                    ended.label(),
+                    moved.join(", "),
+                    match &end.cancel {
+                        EndedCancel::Answered { call } => {
+                            format!(": CancelTask (call {call}) was accepted on a finished task")
+                        }
+                        _ => String::new(),
+                    }
+                ),
+            )
+        };
+    }
+    if after.is_empty() {
+        return finding(
+            CODE,
+            Level::Must,
+            NotExercised,
+            format!(
+                "the task ended {}, and nothing after it showed the task again",
+                ended.state
+            ),
+        );
+    }
+    finding(
+        CODE,
+        Level::Must,
+        Pass,
+        format!(
+            "the task ended {} and stayed {} in all {} later observations (CancelTask, GetTask{})",
+            ended.state,
+            ended.state,
+            after.len(),
+            if matches!(end.resubscribe, EndedResubscribe::Streamed { .. }) {
+                ", resubscription"
+            } else {
+                ""
+            }
+        ),
+    )
+}
+
+/// LC-TERMINAL-CANCEL: CancelTask on a task that has ended is refused with
+/// `TaskNotCancelableError` (§3.1.5). Another refusal, or an accepted cancel that left the
+/// state alone, is reported at SHOULD: a moved state is LC-TERMINAL-STAYS's to fail.
+fn terminal_cancel(obs: &Observations) -> Finding {
+    const CODE: &str = "LC-TERMINAL-CANCEL";
+    let Some(end) = &obs.after_end else {
+        return finding(
+            CODE,
+            Level::Should,
+            NotExercised,
+            "the lifecycle task was not seen to end, so no cancel of it was tried",
+        );
+    };
+    match &end.cancel {
+        EndedCancel::NotCancelable { code, message } => finding(
+            CODE,
+            Level::Should,
+            Pass,
+            format!(
+                "CancelTask on the ended task was refused as not cancelable ({code}: {message})"
+            ),
+        ),
+        EndedCancel::Refused { code, message } => finding(
+            CODE,
+            Level::Should,
+            Fail,
+            format!(
+                "CancelTask on the ended task was refused, but not as TaskNotCancelableError: {code}: {message}"
+            ),
+        ),
+        EndedCancel::Answered { call } => finding(
+            CODE,
+            Level::Should,
+            Fail,
+            format!(
+                "CancelTask on the ended task was accepted (call {call} answered with the task) instead of refused with TaskNotCancelableError"
+            ),
+        ),
+        EndedCancel::NoAnswer { error } => finding(
+            CODE,
+            Level::Should,
+            Fail,
+            format!("CancelTask on the ended task got no usable answer: {error}"),
+        ),
+    }
+}
+
+/// LC-RESUBSCRIBE: a resubscription to the ended task is refused, or sends the final task
+/// once and closes. Two terminal events, or one after the other, fail LC-SINGLE-TERMINAL and
+/// LC-NOTHING-AFTER-TERMINAL (and demote); the rest is reported here at SHOULD.
+fn resubscription(obs: &Observations) -> Finding {
+    const CODE: &str = "LC-RESUBSCRIBE";
+    let Some(end) = &obs.after_end else {
+        return finding(
+            CODE,
+            Level::Should,
+            NotExercised,
+            "the lifecycle task was not seen to end, so no resubscription was tried",
+        );
+    };
+    match &end.resubscribe {
+        EndedResubscribe::NotTried { reason } => {
+            finding(CODE, Level::Should, NotExercised, reason.clone())
+        }
+        EndedResubscribe::Refused { code, message } => finding(
+            CODE,
+            Level::Should,
+            Pass,
+            format!("resubscribing to the ended task was refused ({code}: {message})"),
+        ),
+        EndedResubscribe::NoAnswer { error } => finding(
+            CODE,
+            Level::Should,
+            Fail,
+            format!("resubscribing to the ended task got no usable answer: {error}"),
+        ),
+        EndedResubscribe::Streamed { call } => {
+            let events = obs
+                .transitions
+                .iter()
+                .filter(|t| t.source == Source::Stream && t.call == *call)
+                .count();
+            let run = obs.streams.iter().find(|s| s.call == *call);
+            match run.map(|r| &r.end) {
+                _ if events == 0 => finding(
+                    CODE,
+                    Level::Should,
+                    Fail,
+                    format!("the resubscription (stream {call}) carried no task"),
+                ),
+                Some(StreamEnd::Closed) => finding(
+                    CODE,
+                    Level::Should,
+                    Pass,
+                    format!("the resubscription (stream {call}) sent the final task and closed"),
+                ),
+                end => finding(
+                    CODE,
+                    Level::Should,
+                    Fail,
+                    format!(
+                        "the resubscription (stream {call}) did not close after the final task (ended by {end:?})"
+                    ),
+                ),
+            }
+        }
     }
 }
 
@@ -1142,6 +1433,7 @@ fn verdict(findings: &[Finding], obs: &Observations) -> Verdict {
         "LC-FULL-LIFECYCLE",
         "LC-SINGLE-TERMINAL",
         "LC-NOTHING-AFTER-TERMINAL",
+        "LC-TERMINAL-STAYS",
     ]
     .iter()
     .filter_map(|code| status(code))

@@ -190,15 +190,43 @@ fn status(value: Option<&Value>) -> Result<Option<Status>, String> {
     }))
 }
 
-/// RFC 3339 in UTC with `Z` (A2A v1.0 §5.6.1: offsets other than Z MUST NOT appear).
+/// The instant a `status.timestamp` names: RFC 3339 with `Z` or a numeric offset
+/// (trust-model.md, rule 2). One without a zone, or unparseable, names none and counts as
+/// missing; how an instant is spelled is judged apart ([`is_utc_z`]).
 pub fn parse_timestamp(raw: &str) -> Option<Timestamp> {
-    // chrono also takes a space for the `T`; the A2A JSON format (and the TCK) do not.
-    if !raw.ends_with('Z') || raw.as_bytes().get(10) != Some(&b'T') {
-        return None;
-    }
     DateTime::parse_from_rfc3339(raw)
         .ok()
         .map(|t| t.with_timezone(&Utc))
+}
+
+/// Whether a timestamp is spelled as A2A v1.0 §5.6.1 requires: `YYYY-MM-DDTHH:MM:SS`, an
+/// optional fraction, and `Z` (no offset, not even `+00:00`; no lowercase, no space). The TCK
+/// checks the same shape.
+pub fn is_utc_z(raw: &str) -> bool {
+    let b = raw.as_bytes();
+    let digits = |range: std::ops::Range<usize>| b[range].iter().all(u8::is_ascii_digit);
+    if b.len() < 20 || !raw.is_ascii() {
+        return false;
+    }
+    let shape = digits(0..4)
+        && b[4] == b'-'
+        && digits(5..7)
+        && b[7] == b'-'
+        && digits(8..10)
+        && b[10] == b'T'
+        && digits(11..13)
+        && b[13] == b':'
+        && digits(14..16)
+        && b[16] == b':'
+        && digits(17..19);
+    let tail = &raw[19..];
+    let zone = match tail.strip_prefix('.') {
+        Some(fraction) => fraction
+            .strip_suffix('Z')
+            .is_some_and(|d| !d.is_empty() && d.bytes().all(|c| c.is_ascii_digit())),
+        None => tail == "Z",
+    };
+    shape && zone && parse_timestamp(raw).is_some()
 }
 
 fn kind_of(v: &Value) -> &'static str {
@@ -316,13 +344,47 @@ mod tests {
     }
 
     #[test]
-    fn timestamps_must_be_utc_rfc3339() {
-        assert!(parse_timestamp("2026-12-02T10:19:39.897699Z").is_some());
-        assert!(parse_timestamp("2026-12-02T10:19:39Z").is_some());
-        assert!(parse_timestamp("2026-12-02T10:19:39.123456789Z").is_some());
-        assert!(parse_timestamp("2026-12-02T10:19:39+01:00").is_none());
-        assert!(parse_timestamp("2026-12-02 10:19:39Z").is_none());
-        assert!(parse_timestamp("yesterday").is_none());
+    fn a_timestamp_is_an_instant_with_z_or_an_offset() {
+        let at = |raw| parse_timestamp(raw).map(|t| t.to_rfc3339());
+        assert!(at("2026-12-02T10:19:39.897699Z").is_some());
+        assert!(at("2026-12-02T10:19:39Z").is_some());
+        assert!(at("2026-12-02T10:19:39.123456789Z").is_some());
+        // An offset names the same instant as its `Z` form: present, exact, usable.
+        assert_eq!(
+            at("2026-12-04T20:08:19.826771+00:00"),
+            at("2026-12-04T20:08:19.826771Z")
+        );
+        assert_eq!(at("2026-12-02T11:19:39+01:00"), at("2026-12-02T10:19:39Z"));
+        // No zone, or not a date at all: no instant, so it counts as missing.
+        assert!(at("2026-12-02T10:19:39").is_none());
+        assert!(at("2026-12-02T10:19:39.5").is_none());
+        assert!(at("yesterday").is_none());
+        assert!(at("1733130000").is_none());
+    }
+
+    #[test]
+    fn only_the_z_spelling_is_utc_z() {
+        for ok in [
+            "2026-12-02T10:19:39Z",
+            "2026-12-02T10:19:39.897Z",
+            "2026-12-02T10:19:39.897699Z",
+            "2026-12-02T10:19:39.123456789Z",
+        ] {
+            assert!(is_utc_z(ok), "{ok}");
+        }
+        for bad in [
+            "2026-12-04T20:08:19.826771+00:00",
+            "2026-12-02T11:19:39+01:00",
+            "2026-12-02 10:19:39Z",
+            "2026-12-02t10:19:39z",
+            "2026-12-02T10:19:39.Z",
+            "2026-12-02T10:19:39",
+            "2026-13-02T10:19:39Z",
+            "yesterday",
+            "",
+        ] {
+            assert!(!is_utc_z(bad), "{bad}");
+        }
     }
 
     #[test]

@@ -242,7 +242,8 @@ pub struct Transition {
     pub spelling: Spelling,
     /// `status.timestamp` exactly as sent, if present.
     pub timestamp: Option<String>,
-    /// The timestamp parsed as RFC 3339 UTC (`Z`); `None` if absent or malformed.
+    /// The instant the timestamp names (RFC 3339 with `Z` or a numeric offset); `None` if
+    /// absent or not an instant, which counts as missing (trust-model.md, rule 2).
     pub parsed_timestamp: Option<Timestamp>,
     /// `history` length of a Task object (absent on status updates).
     pub history_len: Option<usize>,
@@ -283,6 +284,10 @@ pub struct StreamRun {
     /// Frames that arrived after the stream's first terminal state.
     pub events_after_terminal: usize,
     pub end: StreamEnd,
+    /// A resubscription to the lifecycle task after it ended, not a streaming send: judged
+    /// for terminal discipline, never as the streaming capability.
+    #[serde(default)]
+    pub resubscribe: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -358,6 +363,52 @@ pub struct Observations {
     pub transcript_omitted: Option<String>,
     /// The cancel scenario's CancelTask call answered with an error.
     pub cancel_error: Option<String>,
+    /// What the agent did with the lifecycle task once it had ended; `None` when it never
+    /// ended within the cycle (or the cycle predates the terminal-discipline probe).
+    #[serde(default)]
+    pub after_end: Option<AfterEnd>,
+}
+
+/// The terminal-discipline probe (trust-model.md, rule 3: a terminal state must stay
+/// terminal): CancelTask on the ended lifecycle task, a GetTask after it, and, where the card
+/// offers streaming, a resubscription. What these show of the task is among the lifecycle
+/// transitions, from call [`AfterEnd::from_call`] on.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AfterEnd {
+    /// The first call made after the task was seen ended: what the task reports from this
+    /// call on is causally after its terminal state, whichever channel carries it.
+    pub from_call: u32,
+    pub cancel: EndedCancel,
+    pub resubscribe: EndedResubscribe,
+}
+
+/// How CancelTask on the ended task was answered.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "kebab-case")]
+pub enum EndedCancel {
+    /// Refused with the binding's form of `TaskNotCancelableError` (JSON-RPC -32002; gRPC
+    /// and HTTP+JSON with the reason `TASK_NOT_CANCELABLE`).
+    NotCancelable { code: i64, message: String },
+    /// Refused, in another shape.
+    Refused { code: i64, message: String },
+    /// Accepted: answered with the task (its state is among the transitions, at `call`).
+    Answered { call: u32 },
+    /// No usable answer.
+    NoAnswer { error: String },
+}
+
+/// How a resubscription to the ended task went.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "kebab-case")]
+pub enum EndedResubscribe {
+    /// Not tried, and why (no streaming on the card, the deadline, the binding).
+    NotTried { reason: String },
+    /// Refused with an error: what the spec asks for a task that has ended.
+    Refused { code: i64, message: String },
+    /// Opened as a stream: its record is the resubscription [`StreamRun`] with this call.
+    Streamed { call: u32 },
+    /// No usable answer.
+    NoAnswer { error: String },
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]

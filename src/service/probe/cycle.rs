@@ -2,7 +2,8 @@
 //! advertises streaming, polled otherwise, with follow-ups for `input-required` turns), the push
 //! task (webhook inline in the message's configuration, deliveries awaited until the terminal
 //! one; then a registration through the push-config method, with a retry budget), and the
-//! optional cancel task. Store-free: it talks to the callee and to a [`PushInbox`], and returns
+//! optional cancel task. Once the lifecycle task has ended, its end is probed too: CancelTask
+//! on it, a GetTask after, and a resubscription where the card offers streaming. Store-free: it talks to the callee and to a [`PushInbox`], and returns
 //! what it saw. Every wait is bounded by the cycle's deadline and ends as soon as its evidence
 //! is complete: nothing here depends on how fast the agent is.
 
@@ -17,8 +18,8 @@ use super::{ProbeSettings, Progress, PushInbox};
 use crate::domain::capability::Capability;
 use crate::domain::probe::events::{Event, classify};
 use crate::domain::probe::{
-    Observations, ProbeScript, PushRun, Source, StreamEnd, StreamRun, TaskIds, TaskRole, TaskState,
-    Transition,
+    AfterEnd, EndedCancel, EndedResubscribe, Observations, ProbeScript, PushRun, Source, StreamEnd,
+    StreamRun, TaskIds, TaskRole, TaskState, Transition,
 };
 use crate::domain::time;
 use crate::remote::a2a::{A2aClient, Answer, Outgoing, Streamed};
@@ -60,6 +61,7 @@ impl<'a> Cycle<'a> {
     /// Runs every task of the cycle and returns the observations.
     pub async fn run(mut self, target: &Target<'_>, inbox: &dyn PushInbox) -> Observations {
         self.lifecycle(target).await;
+        self.after_end(target).await;
         if target.advertised.contains(&Capability::PushNotifications) {
             self.push(target, inbox).await;
         }
@@ -399,6 +401,120 @@ impl<'a> Cycle<'a> {
         }
     }
 
+    /// Terminal discipline (trust-model.md, rule 3): once the lifecycle task has ended, a
+    /// cancel of it must be refused and leave it as it ended, and a resubscription must not
+    /// show it end again. What these calls show of the task is observed like any other
+    /// transition; the checks read them from `from_call` on.
+    async fn after_end(&mut self, target: &Target<'_>) {
+        let ended = self
+            .last_state(TaskRole::Lifecycle)
+            .is_some_and(TaskState::is_terminal);
+        let Some(task_id) = self.ids(TaskRole::Lifecycle).task_id.filter(|_| ended) else {
+            return;
+        };
+        if self.out_of_time() {
+            return;
+        }
+        let from_call = self.client.next_call();
+        self.step("ended task: CancelTask must be refused, and the end must hold".into());
+        let (call, answer) = self.client.cancel("ended: CancelTask", &task_id).await;
+        let cancel = match answer {
+            Answer::Result(value) => {
+                self.observe(TaskRole::Lifecycle, Source::Response, call, &value);
+                EndedCancel::Answered { call }
+            }
+            Answer::Error { code, message } => {
+                self.step(format!("  refused: {code}: {message}"));
+                if self.client.refused_as_not_cancelable(code, &message) {
+                    EndedCancel::NotCancelable { code, message }
+                } else {
+                    EndedCancel::Refused { code, message }
+                }
+            }
+            Answer::Broken(error) => EndedCancel::NoAnswer { error },
+        };
+        self.get(TaskRole::Lifecycle, "ended: GetTask").await;
+        let resubscribe = if !target.advertised.contains(&Capability::Streaming) {
+            EndedResubscribe::NotTried {
+                reason: "the card does not offer streaming, so there is nothing to resubscribe to"
+                    .into(),
+            }
+        } else if self.out_of_time() {
+            EndedResubscribe::NotTried {
+                reason: "the probe cycle's deadline passed before the resubscription".into(),
+            }
+        } else {
+            self.resubscribe(&task_id).await
+        };
+        self.obs.after_end = Some(AfterEnd {
+            from_call,
+            cancel,
+            resubscribe,
+        });
+    }
+
+    /// Resubscribes to the ended task and reads what comes, for a short while at most: a
+    /// conformant agent refuses at once or sends the final task and closes.
+    async fn resubscribe(&mut self, task_id: &str) -> EndedResubscribe {
+        let deadline = self
+            .deadline
+            .min(Instant::now() + self.settings.resubscribe_wait);
+        let started = Instant::now();
+        let Some(streamed) = self
+            .client
+            .subscribe("ended: resubscribe", task_id, deadline)
+            .await
+        else {
+            return EndedResubscribe::NotTried {
+                reason:
+                    "cardgate does not resubscribe over this binding yet (gRPC SubscribeToTask)"
+                        .into(),
+            };
+        };
+        match streamed {
+            Streamed::Plain { answer, .. } => match answer {
+                Answer::Error { code, message } => {
+                    self.step(format!("  resubscription refused: {code}: {message}"));
+                    EndedResubscribe::Refused { code, message }
+                }
+                Answer::Broken(error) => EndedResubscribe::NoAnswer { error },
+                Answer::Result(_) => EndedResubscribe::NoAnswer {
+                    error: "answered with a plain result instead of an event stream".into(),
+                },
+            },
+            Streamed::Events {
+                call,
+                mut reader,
+                content_type,
+            } => {
+                let mut run = lifecycle_stream(call, true, content_type);
+                run.resubscribe = true;
+                let end = loop {
+                    match reader.next().await {
+                        Ok(frame) => self.stream_frame(&mut run, &frame, false).await,
+                        Err(end) => break end,
+                    }
+                };
+                if let StreamStop::Malformed(e) = &end {
+                    run.malformed_frames += 1;
+                    self.problem(
+                        TaskRole::Lifecycle,
+                        format!("stream {call}: malformed frame: {e}"),
+                    );
+                }
+                run.end = stream_end(end);
+                self.client
+                    .record_stream_end(call, &format!("{:?}", run.end), started);
+                self.step(format!(
+                    "  resubscription {call} ended: {:?} after {} frames",
+                    run.end, run.frames
+                ));
+                self.obs.streams.push(run);
+                EndedResubscribe::Streamed { call }
+            }
+        }
+    }
+
     async fn push(&mut self, target: &Target<'_>, inbox: &dyn PushInbox) {
         let Some((url, token)) = &target.push else {
             self.obs.push = Some(PushRun {
@@ -652,6 +768,7 @@ fn lifecycle_stream(call: u32, event_stream: bool, content_type: Option<String>)
         malformed_frames: 0,
         events_after_terminal: 0,
         end: StreamEnd::Closed,
+        resubscribe: false,
     }
 }
 

@@ -46,6 +46,9 @@ pub struct ProbeSettings {
     pub poll_interval: Duration,
     /// Deliveries one run's webhook accepts (a flood with a valid token stops there).
     pub push_max_deliveries: usize,
+    /// How long a resubscription to the ended lifecycle task is read: a conformant agent
+    /// refuses at once, or sends the final task and closes.
+    pub resubscribe_wait: Duration,
     pub limits: CallLimits,
 }
 
@@ -59,6 +62,7 @@ impl Default for ProbeSettings {
             push_backoff: Duration::from_millis(500),
             poll_interval: Duration::from_millis(100),
             push_max_deliveries: 64,
+            resubscribe_wait: Duration::from_secs(3),
             limits: CallLimits::default(),
         }
     }

@@ -4,7 +4,7 @@
 use chrono::{Duration, TimeZone, Utc};
 
 use super::*;
-use crate::domain::probe::{StreamRun, TaskIds};
+use crate::domain::probe::{AfterEnd, EndedCancel, EndedResubscribe, StreamRun, TaskIds};
 
 const TASK: &str = "task-1";
 const CTX: &str = "ctx-1";
@@ -76,6 +76,7 @@ impl Obs {
             malformed_frames: 0,
             events_after_terminal: 0,
             end: StreamEnd::Closed,
+            resubscribe: false,
         });
         s
     }
@@ -401,6 +402,7 @@ fn streaming_advertised_but_answered_with_plain_json_fails_streaming() {
         malformed_frames: 0,
         events_after_terminal: 0,
         end: StreamEnd::NotAStream,
+        resubscribe: false,
     });
     let j = obs.judge("1.0", &[Capability::Streaming]);
     match &j.capabilities[&Capability::Streaming] {
@@ -690,16 +692,16 @@ fn history_that_grows_across_the_loop_passes() {
             true,
             Some(1),
         )
-        .get(1, "working", 1)
+        .get(1, "working", 2)
         .t(
             TaskRole::Lifecycle,
             Source::Response,
             2,
             "input-required",
             true,
-            Some(2),
+            Some(3),
         )
-        .get(3, "input-required", 2)
+        .get(3, "input-required", 3)
         .t(
             TaskRole::Lifecycle,
             Source::Response,
@@ -716,7 +718,7 @@ fn history_that_grows_across_the_loop_passes() {
             true,
             None,
         )
-        .get(5, "input-required", 4)
+        .get(5, "input-required", 5)
         .t(
             TaskRole::Lifecycle,
             Source::Response,
@@ -725,7 +727,7 @@ fn history_that_grows_across_the_loop_passes() {
             true,
             None,
         )
-        .get(7, "completed", 6);
+        .get(7, "completed", 7);
     let j = obs.judge("0.3", &[Capability::StateTransitionHistory]);
     assert_eq!(
         j.capabilities[&Capability::StateTransitionHistory],
@@ -742,4 +744,308 @@ fn v1_states_on_a_v03_subject_are_reported_as_a_should() {
     let f = status(&j, "LC-WIRE-VERSION");
     assert_eq!((f.status, f.level), (FindingStatus::Fail, Level::Should));
     assert!(j.verdict.passed, "a SHOULD does not block");
+}
+
+/// A Task event of stream `call` carrying its history (the first event of a v0.3 or v1.0
+/// stream), as the fast agents send it.
+fn stream_task(obs: Obs, call: u32, state: &str, history: usize) -> Obs {
+    obs.t(
+        TaskRole::Lifecycle,
+        Source::Stream,
+        call,
+        state,
+        true,
+        Some(history),
+    )
+}
+
+/// An agent that finishes before the first GetTask: the stream's first event is the Task in
+/// `submitted` with its history, the GetTask after the end is the same task `completed`.
+fn fast_v03(history_at_end: usize, lagging: bool) -> Obs {
+    let streamed = |obs: Obs| {
+        stream_task(obs, 0, "submitted", 1).stream(0, &[("working", true), ("completed", true)])
+    };
+    let obs = if lagging {
+        // The proxy holds the stream back: GetTask answers `completed` before it arrives.
+        streamed(Obs::new().get(1, "completed", history_at_end))
+    } else {
+        streamed(Obs::new()).get(1, "completed", history_at_end)
+    };
+    stamped_by_agent(obs)
+}
+
+const STREAM_HISTORY: [Capability; 2] = [Capability::Streaming, Capability::StateTransitionHistory];
+
+#[test]
+fn frozen_history_is_judged_on_an_agent_that_answers_at_once() {
+    let j = fast_v03(1, false).judge("0.3", &STREAM_HISTORY);
+    let f = status(&j, "CAP-HISTORY");
+    assert_eq!(f.status, FindingStatus::Fail, "{f:?}");
+    assert!(
+        f.message.contains("submitted (stream 0)") && f.message.contains("completed (get 1)"),
+        "{}",
+        f.message
+    );
+    assert_eq!(triggers(&j), [DemotionClass::History]);
+    // Behind a lagging proxy the evidence is the same: lifecycle position orders it.
+    let j = fast_v03(1, true).judge("0.3", &STREAM_HISTORY);
+    assert_eq!(triggers(&j), [DemotionClass::History]);
+}
+
+#[test]
+fn growing_history_on_a_fast_agent_passes_with_and_without_a_lagging_proxy() {
+    for lagging in [false, true] {
+        let j = fast_v03(3, lagging).judge("0.3", &STREAM_HISTORY);
+        assert_eq!(
+            status(&j, "CAP-HISTORY").status,
+            FindingStatus::Pass,
+            "lagging: {lagging}: {:#?}",
+            j.findings
+        );
+        assert!(j.verdict.passed, "{:#?}", j.verdict.reasons);
+    }
+}
+
+#[test]
+fn push_deliveries_of_whole_tasks_are_history_evidence_in_their_order() {
+    // v0.3 push bodies are Task snapshots (the JS SDK's shape), delivered in order.
+    let deliveries = |histories: [usize; 3]| {
+        let mut obs = Obs::new()
+            .stream(
+                0,
+                &[("submitted", true), ("working", true), ("completed", true)],
+            )
+            .pushed(Ok(()), &["submitted", "working", "completed"]);
+        for (t, h) in obs
+            .o
+            .transitions
+            .iter_mut()
+            .filter(|t| t.role == TaskRole::Push)
+            .zip(histories)
+        {
+            t.history_len = Some(h);
+        }
+        obs.judge(
+            "0.3",
+            &[
+                Capability::Streaming,
+                Capability::PushNotifications,
+                Capability::StateTransitionHistory,
+            ],
+        )
+    };
+    let frozen = deliveries([1, 1, 1]);
+    assert_eq!(status(&frozen, "CAP-HISTORY").status, FindingStatus::Fail);
+    assert!(
+        status(&frozen, "CAP-HISTORY")
+            .message
+            .contains("(push 101)"),
+        "{}",
+        status(&frozen, "CAP-HISTORY").message
+    );
+    let growing = deliveries([1, 2, 3]);
+    assert_eq!(status(&growing, "CAP-HISTORY").status, FindingStatus::Pass);
+}
+
+/// Respells every timestamp of `obs` with `+00:00` in place of `Z`: the same instants.
+fn with_offsets(mut obs: Obs) -> Obs {
+    for t in &mut obs.o.transitions {
+        if let Some(raw) = &t.timestamp {
+            let offset = format!("{}+00:00", raw.trim_end_matches('Z'));
+            t.parsed_timestamp = super::super::events::parse_timestamp(&offset);
+            assert!(t.parsed_timestamp.is_some());
+            t.timestamp = Some(offset);
+        }
+    }
+    obs
+}
+
+#[test]
+fn an_offset_timestamp_is_a_format_finding_never_a_missing_one() {
+    let v03 = with_offsets(Obs::new().stream(
+        0,
+        &[("submitted", true), ("working", true), ("completed", true)],
+    ))
+    .judge("0.3", &[Capability::Streaming]);
+    for code in [
+        "LC-TIMESTAMPS",
+        "LC-TERMINAL-NO-TIMESTAMP",
+        "LC-TIMESTAMP-ORDER",
+    ] {
+        assert_eq!(status(&v03, code).status, FindingStatus::Pass, "{code}");
+    }
+    let f = status(&v03, "LC-TIMESTAMP-FORMAT");
+    assert_eq!((f.status, f.level), (FindingStatus::Fail, Level::Should));
+    assert!(f.message.contains("+00:00"), "{}", f.message);
+    assert!(
+        v03.verdict.passed,
+        "a SHOULD on v0.3: {:#?}",
+        v03.verdict.reasons
+    );
+    assert!(v03.verdict.untimestamped.is_empty(), "usable for dedup");
+
+    // v1.0 makes `Z` a MUST: promotion is blocked, but nothing demotes and nothing is missing.
+    let v1 = with_offsets(Obs::new().stream(0, &V1_GOOD)).judge("1.0", &[Capability::Streaming]);
+    let f = status(&v1, "LC-TIMESTAMP-FORMAT");
+    assert_eq!((f.status, f.level), (FindingStatus::Fail, Level::Must));
+    assert_eq!(status(&v1, "LC-TIMESTAMPS").status, FindingStatus::Pass);
+    assert!(!v1.verdict.passed);
+    assert!(triggers(&v1).is_empty());
+    assert!(v1.verdict.untimestamped.is_empty());
+}
+
+#[test]
+fn a_timestamp_without_a_zone_counts_as_missing_and_says_so() {
+    let mut obs = Obs::new().stream(0, &V1_GOOD);
+    let terminal = &mut obs.o.transitions[2];
+    terminal.timestamp = Some("2026-12-04T20:08:19.826771".into());
+    terminal.parsed_timestamp = None;
+    let j = obs.judge("1.0", &[Capability::Streaming]);
+    let f = status(&j, "LC-TERMINAL-NO-TIMESTAMP");
+    assert_eq!(f.status, FindingStatus::Fail);
+    assert!(f.message.contains("names no instant"), "{}", f.message);
+    assert_eq!(triggers(&j), [DemotionClass::Timestamp]);
+    assert!(
+        status(&j, "LC-TIMESTAMPS")
+            .message
+            .contains("names no instant"),
+        "{}",
+        status(&j, "LC-TIMESTAMPS").message
+    );
+    assert_eq!(j.verdict.untimestamped, ["completed (stream 0)"]);
+}
+
+/// The conformant lifecycle, then the probe of its end from call 2: a cancel answered as
+/// `cancel`, and GetTask at call 3 in `after`.
+fn ended(obs: Obs, cancel: EndedCancel, after: &str) -> Obs {
+    let mut obs = obs;
+    if let EndedCancel::Answered { call } = &cancel {
+        obs = obs.t(
+            TaskRole::Lifecycle,
+            Source::Response,
+            *call,
+            after,
+            true,
+            Some(3),
+        );
+    }
+    let mut obs = obs.get(3, after, 3);
+    obs.o.after_end = Some(AfterEnd {
+        from_call: 2,
+        cancel,
+        resubscribe: EndedResubscribe::NotTried {
+            reason: "not in this test".into(),
+        },
+    });
+    obs
+}
+
+#[test]
+fn a_refused_cancel_of_an_ended_task_keeps_it_terminal() {
+    let refused = EndedCancel::NotCancelable {
+        code: -32002,
+        message: "Task cannot be canceled".into(),
+    };
+    let j = ended(conformant(), refused, "TASK_STATE_COMPLETED").judge("1.0", &STREAM_PUSH);
+    assert_eq!(status(&j, "LC-TERMINAL-STAYS").status, FindingStatus::Pass);
+    assert_eq!(status(&j, "LC-TERMINAL-CANCEL").status, FindingStatus::Pass);
+    assert!(j.verdict.passed, "{:#?}", j.verdict.reasons);
+}
+
+#[test]
+fn a_terminal_state_that_moves_after_cancel_is_a_terminal_finding() {
+    let j = ended(
+        conformant(),
+        EndedCancel::Answered { call: 2 },
+        "TASK_STATE_CANCELED",
+    )
+    .judge("1.0", &STREAM_PUSH);
+    let f = status(&j, "LC-TERMINAL-STAYS");
+    assert_eq!((f.status, f.level), (FindingStatus::Fail, Level::Must));
+    assert!(
+        f.message.contains("ended completed") && f.message.contains("canceled (get 3)"),
+        "{}",
+        f.message
+    );
+    assert_eq!(triggers(&j), [DemotionClass::Terminal]);
+    assert!(j.verdict.lifecycle.is_err());
+    assert_eq!(status(&j, "LC-TERMINAL-CANCEL").status, FindingStatus::Fail);
+}
+
+#[test]
+fn a_cancel_refused_in_another_shape_or_accepted_without_moving_is_reported_not_failed() {
+    let other = EndedCancel::Refused {
+        code: -32603,
+        message: "internal error".into(),
+    };
+    let accepted = EndedCancel::Answered { call: 2 };
+    for cancel in [other, accepted] {
+        let j =
+            ended(conformant(), cancel.clone(), "TASK_STATE_COMPLETED").judge("1.0", &STREAM_PUSH);
+        let f = status(&j, "LC-TERMINAL-CANCEL");
+        assert_eq!(
+            (f.status, f.level),
+            (FindingStatus::Fail, Level::Should),
+            "{cancel:?}"
+        );
+        assert_eq!(status(&j, "LC-TERMINAL-STAYS").status, FindingStatus::Pass);
+        assert!(j.verdict.passed, "{cancel:?}: {:#?}", j.verdict.reasons);
+    }
+}
+
+/// The conformant lifecycle, then a resubscription (stream 4) carrying `states`.
+fn resubscribed(states: &[(&str, bool)], end: StreamEnd) -> Obs {
+    let mut obs = ended(
+        conformant(),
+        EndedCancel::NotCancelable {
+            code: -32002,
+            message: "not cancelable".into(),
+        },
+        "TASK_STATE_COMPLETED",
+    )
+    .stream(4, states);
+    let run = obs.o.streams.last_mut().unwrap();
+    run.resubscribe = true;
+    run.end = end;
+    if states.len() > 1 {
+        run.events_after_terminal = states.len() - 1;
+    }
+    if let Some(after) = obs.o.after_end.as_mut() {
+        after.resubscribe = EndedResubscribe::Streamed { call: 4 };
+    }
+    obs
+}
+
+#[test]
+fn a_resubscription_that_sends_the_final_task_once_and_closes_is_fine() {
+    let j = resubscribed(&[("TASK_STATE_COMPLETED", true)], StreamEnd::Closed)
+        .judge("1.0", &STREAM_PUSH);
+    assert_eq!(status(&j, "LC-RESUBSCRIBE").status, FindingStatus::Pass);
+    assert_eq!(status(&j, "LC-SINGLE-TERMINAL").status, FindingStatus::Pass);
+    assert_eq!(
+        j.capabilities[&Capability::Streaming],
+        CapabilityOutcome::Passed,
+        "a resubscription is not the streaming send"
+    );
+    assert!(j.verdict.passed, "{:#?}", j.verdict.reasons);
+}
+
+#[test]
+fn a_resubscription_that_ends_the_task_again_is_a_terminal_finding() {
+    let j = resubscribed(
+        &[
+            ("TASK_STATE_COMPLETED", true),
+            ("TASK_STATE_COMPLETED", true),
+        ],
+        StreamEnd::Closed,
+    )
+    .judge("1.0", &STREAM_PUSH);
+    assert_eq!(status(&j, "LC-SINGLE-TERMINAL").status, FindingStatus::Fail);
+    assert_eq!(triggers(&j), [DemotionClass::Terminal]);
+    // One that stays open after the final task is only reported.
+    let j =
+        resubscribed(&[("TASK_STATE_COMPLETED", true)], StreamEnd::Idle).judge("1.0", &STREAM_PUSH);
+    let f = status(&j, "LC-RESUBSCRIBE");
+    assert_eq!((f.status, f.level), (FindingStatus::Fail, Level::Should));
+    assert!(j.verdict.passed, "{:#?}", j.verdict.reasons);
 }
