@@ -13,6 +13,7 @@ mod events;
 mod grpc;
 mod hostile;
 mod layers;
+mod libraries;
 mod openapi;
 mod operators;
 mod probes;

@@ -329,6 +329,156 @@ async fn input_required_loops_without_history_growth_demote_with_the_history_cla
     .await;
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn frozen_history_on_an_agent_that_answers_at_once_demotes_with_the_history_class() {
+    // The task is finished before the first GetTask (no step delay): the stream's first
+    // event, the Task in `submitted`, and the GetTask after the end straddle the change.
+    let config = FakeAgentConfig {
+        versions: vec!["0.3"],
+        state_transition_history: true,
+        ..FakeAgentConfig::default()
+    };
+    demotes_and_recovers(
+        config,
+        "0.3",
+        json!({}),
+        Behaviour::StuckHistory,
+        "CAP-HISTORY",
+        "history",
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_terminal_state_that_moves_after_cancel_demotes_with_the_terminal_class() {
+    demotes_and_recovers(
+        FakeAgentConfig::default(),
+        "1.0",
+        json!({}),
+        Behaviour::CancelFlipsTerminal,
+        "LC-TERMINAL-STAYS",
+        "terminal",
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_resubscription_that_ends_the_task_again_demotes_with_the_terminal_class() {
+    demotes_and_recovers(
+        FakeAgentConfig::default(),
+        "1.0",
+        json!({}),
+        Behaviour::ResubscribeReplaysEnd,
+        "LC-SINGLE-TERMINAL",
+        "terminal",
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_end_of_a_conformant_task_is_probed_and_holds() {
+    // v1.0 refuses the resubscription (§3.1.6); v0.3 sends the final task once and closes.
+    for (version, resubscribe) in [("1.0", "refused"), ("0.3", "sent the final task")] {
+        let config = FakeAgentConfig {
+            versions: vec![if version == "1.0" { "1.0" } else { "0.3" }],
+            ..FakeAgentConfig::default()
+        };
+        let agent = FakeAgent::start(config, Behaviour::Conformant)
+            .await
+            .unwrap();
+        let db = TestDb::sqlite().await;
+        let server = TestServer::start(db.target.clone()).await;
+        let callee = register(&server, &agent.origin(), json!({})).await;
+        let run = probe(&server, &callee, version).await;
+        assert_eq!(events(&run), ["probe-finished", "promoted"], "{run:#}");
+        for code in ["LC-TERMINAL-STAYS", "LC-TERMINAL-CANCEL", "LC-RESUBSCRIBE"] {
+            assert_eq!(
+                finding(&run, code)["status"],
+                "pass",
+                "{version} {code}: {run:#}"
+            );
+        }
+        let message = finding(&run, "LC-RESUBSCRIBE")["message"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        assert!(message.contains(resubscribe), "{version}: {message}");
+        assert!(
+            finding(&run, "LC-TERMINAL-CANCEL")["message"]
+                .as_str()
+                .unwrap()
+                .contains("-32002"),
+            "{run:#}"
+        );
+        server.stop().await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_offset_timestamp_is_spelled_wrong_but_never_missing() {
+    // v0.3 asks for ISO 8601 UTC: `+00:00` is reported, and the subject is promoted.
+    let config = FakeAgentConfig {
+        versions: vec!["0.3"],
+        ..FakeAgentConfig::default()
+    };
+    let agent = FakeAgent::start(config, Behaviour::OffsetTimestamps)
+        .await
+        .unwrap();
+    let db = TestDb::sqlite().await;
+    let server = TestServer::start(db.target.clone()).await;
+    let callee = register(&server, &agent.origin(), json!({})).await;
+    let run = probe(&server, &callee, "0.3").await;
+    let format = finding(&run, "LC-TIMESTAMP-FORMAT");
+    assert_eq!(
+        (&format["status"], &format["level"]),
+        (&json!("fail"), &json!("should")),
+        "{run:#}"
+    );
+    assert!(
+        format["message"].as_str().unwrap().contains("+00:00"),
+        "{format}"
+    );
+    for code in ["LC-TIMESTAMPS", "LC-TERMINAL-NO-TIMESTAMP"] {
+        assert_eq!(finding(&run, code)["status"], "pass", "{code}: {run:#}");
+    }
+    assert_eq!(events(&run), ["probe-finished", "promoted"], "{run:#}");
+    server.stop().await;
+
+    // v1.0 makes `Z` a MUST: not promoted, yet nothing is missing and nothing demotes, so a
+    // caller that does not deduplicate by timestamp still gets an authoritative answer.
+    let agent = FakeAgent::start(FakeAgentConfig::default(), Behaviour::OffsetTimestamps)
+        .await
+        .unwrap();
+    let db = TestDb::sqlite().await;
+    let server = TestServer::start(db.target.clone()).await;
+    let callee = register(&server, &agent.origin(), json!({})).await;
+    let run = probe(&server, &callee, "1.0").await;
+    let format = finding(&run, "LC-TIMESTAMP-FORMAT");
+    assert_eq!(
+        (&format["status"], &format["level"]),
+        (&json!("fail"), &json!("must")),
+        "{run:#}"
+    );
+    assert_eq!(finding(&run, "LC-TIMESTAMPS")["status"], "pass", "{run:#}");
+    assert_eq!(events(&run), ["probe-finished"], "{run:#}");
+    assert!(run["verdict"]["triggers"].as_array().unwrap().is_empty());
+    // Every instant is usable: deduplicating callers may rely on them as well.
+    for dedup in ["timestamp", "none"] {
+        let answer = decision(
+            &server,
+            &callee,
+            &format!("caller_version=1.0&dedup={dedup}"),
+        )
+        .await;
+        assert_eq!(
+            condition(&answer, "lifecycle-probe")["status"],
+            "pass",
+            "{dedup}: {answer:#}"
+        );
+    }
+    server.stop().await;
+}
+
 /// One switch on a fresh callee: the finding fails, nothing is promoted, nothing demoted
 /// (SQLite only, for the reason given at `demotes_and_recovers`).
 async fn fails_without_trigger(behaviour: Behaviour, code: &str, mentions: &str) -> Value {

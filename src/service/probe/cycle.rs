@@ -489,9 +489,19 @@ impl<'a> Cycle<'a> {
             } => {
                 let mut run = lifecycle_stream(call, true, content_type);
                 run.resubscribe = true;
+                // An error sent as an event (the JS SDK refuses so) is a refusal, as a plain
+                // error answer is, not a malformed stream.
+                let mut refused = None;
                 let end = loop {
                     match reader.next().await {
-                        Ok(frame) => self.stream_frame(&mut run, &frame, false).await,
+                        Ok(frame) => match self.client.frame_result(&frame) {
+                            Answer::Error { code, message } => {
+                                self.client.record_frame(call, &frame);
+                                run.frames += 1;
+                                refused.get_or_insert((code, message));
+                            }
+                            _ => self.stream_frame(&mut run, &frame, false).await,
+                        },
                         Err(end) => break end,
                     }
                 };
@@ -509,8 +519,19 @@ impl<'a> Cycle<'a> {
                     "  resubscription {call} ended: {:?} after {} frames",
                     run.end, run.frames
                 ));
+                let events = self
+                    .obs
+                    .transitions
+                    .iter()
+                    .any(|t| t.source == Source::Stream && t.call == call);
                 self.obs.streams.push(run);
-                EndedResubscribe::Streamed { call }
+                match refused {
+                    Some((code, message)) if !events => {
+                        self.step(format!("  resubscription refused: {code}: {message}"));
+                        EndedResubscribe::Refused { code, message }
+                    }
+                    _ => EndedResubscribe::Streamed { call },
+                }
             }
         }
     }

@@ -1,11 +1,12 @@
-//! Real A2A agents built on the official SDKs, run as child processes: the Python one
-//! (`tests/agents/python`, a2a-sdk 1.3.0) and the JS one (`tests/agents/js`, @a2a-js/sdk 1.3.0).
-//! Each prints `READY <origin>` once it accepts connections.
+//! Real A2A agents run as child processes: those built on the official SDKs, the Python one
+//! (`tests/agents/python`, a2a-sdk 1.3.0) and the JS one (`tests/agents/js`, @a2a-js/sdk 1.3.0),
+//! and those built on independent A2A libraries ([`Library`], `tests/agents/<library>`, each
+//! in a virtualenv of its own). Each prints `READY <origin>` once it accepts connections.
 //!
 //! Where an SDK's runtime is missing the test is skipped loudly (counted in the skip summary),
 //! unless `CARDGATE_REQUIRE_SDK_AGENTS=1` (set by `.ci/run`), which makes it fail instead.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::Duration;
 
@@ -80,18 +81,22 @@ impl SdkAgent {
                 return None;
             }
         };
-        let mut command = Command::new(&program);
-        command
-            .arg(&script)
-            .args(["--host", "127.0.0.1", "--port", "0"]);
+        let mut args = vec!["--host", "127.0.0.1", "--port", "0"];
         if sdk == Sdk::Python {
-            command.args(["--slow-seconds", "2"]);
+            args.extend(["--slow-seconds", "2"]);
         }
         if let Some(url) = public_url {
-            command.args(["--public-url", url]);
+            args.extend(["--public-url", url]);
         }
-        command.args(extra);
-        let mut child = command
+        args.extend(extra);
+        Some(Self::spawn(&format!("{sdk:?} SDK"), &program, &script, &args).await)
+    }
+
+    /// Runs `program script args…` and waits for its `READY <origin>` line.
+    async fn spawn(name: &str, program: &Path, script: &Path, args: &[&str]) -> Self {
+        let mut child = Command::new(program)
+            .arg(script)
+            .args(args)
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
             .kill_on_drop(true)
@@ -108,11 +113,78 @@ impl SdkAgent {
             None
         })
         .await
-        .unwrap_or_else(|_| panic!("the {sdk:?} agent did not start within 60 s"))
-        .unwrap_or_else(|| panic!("the {sdk:?} agent exited before it was ready"));
-        Some(Self {
+        .unwrap_or_else(|_| panic!("the {name} agent did not start within 60 s"))
+        .unwrap_or_else(|| panic!("the {name} agent exited before it was ready"));
+        Self {
             origin,
             _child: child,
-        })
+        }
+    }
+
+    /// Starts the agent built on `library`; `None` when its virtualenv is missing and the
+    /// test may be skipped.
+    pub async fn start_library(library: Library) -> Option<Self> {
+        let python = match library.python() {
+            Ok(python) => python,
+            Err(why) => {
+                super::skip(
+                    &format!("{} agent", library.name()),
+                    &why,
+                    "CARDGATE_REQUIRE_SDK_AGENTS",
+                );
+                return None;
+            }
+        };
+        let script = repo_path(&format!("tests/agents/{}/agent.py", library.name()));
+        let args = ["--host", "127.0.0.1", "--port", "0"];
+        Some(Self::spawn(library.name(), &python, &script, &args).await)
+    }
+}
+
+/// An A2A server library other than the official SDKs, as a test agent: its own
+/// implementation of the protocol, built the way its documentation shows
+/// (`tests/agents/<name>/README.md` says how, and what it sends).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Library {
+    /// pydantic's FastA2A (`fasta2a` on PyPI).
+    Fasta2a,
+    /// `python-a2a` on PyPI.
+    PythonA2a,
+}
+
+impl Library {
+    /// The folder under `tests/agents` (and the virtualenv's suffix).
+    pub fn name(self) -> &'static str {
+        match self {
+            Library::Fasta2a => "fasta2a",
+            Library::PythonA2a => "python-a2a",
+        }
+    }
+
+    /// The Python of the library's virtualenv: `CARDGATE_TEST_PYTHON_<NAME>` (set by
+    /// `.ci/run`), else `/var/tmp/cardgate-pyenv-<name>`, where `.ci/run` creates it.
+    fn python(self) -> Result<PathBuf, String> {
+        let var = format!(
+            "CARDGATE_TEST_PYTHON_{}",
+            self.name().to_ascii_uppercase().replace('-', "_")
+        );
+        let python = std::env::var_os(&var)
+            .map(PathBuf::from)
+            .unwrap_or_else(|| {
+                PathBuf::from(format!(
+                    "/var/tmp/cardgate-pyenv-{}/bin/python",
+                    self.name()
+                ))
+            });
+        if python.exists() {
+            Ok(python)
+        } else {
+            Err(format!(
+                "the {} agent's virtualenv is missing at {} (set {var}, or see tests/agents/{}/README.md)",
+                self.name(),
+                python.display(),
+                self.name()
+            ))
+        }
     }
 }

@@ -1,0 +1,238 @@
+//! Interop with agents built on A2A libraries other than the official SDKs, each its own
+//! implementation of the protocol (`tests/agents/<library>`, pinned, built as its docs show).
+//! Each library gets the verdict its wire behaviour deserves, through the service, with the
+//! reasons; and its captured exchanges (`tests/fixtures/<library>-<version>`), read through
+//! cardgate's own event reader, show the behaviour that verdict rests on.
+//!
+//! - **FastA2A 2.1.1**: speaks v1.0 JSON-RPC and finishes every task, but its timestamps
+//!   carry no zone (local time, `2026-12-05T07:14:25.699916`) and its stream's status updates
+//!   none at all: no instant anywhere, so it can never be promoted, and callers that
+//!   deduplicate by timestamp get an advisory answer; callers that do not, an authoritative
+//!   one. A cancel of a finished task is accepted (200, the task unchanged): reported, not
+//!   failed, since the end holds.
+//! - **python-a2a 0.5.10**: its card claims A2A 0.3 JSON-RPC at its origin, but it speaks the
+//!   0.1 draft on one path per method, and answers every 0.3 method with HTTP 500 and a body
+//!   that is not JSON-RPC: no task can be created, so nothing about its lifecycle can be
+//!   vouched for. (On its own paths it flips a completed task to `canceled` when asked to
+//!   cancel it: the fixture shows it; cardgate never gets that far.)
+
+use serde_json::Value;
+
+use cardgate::domain::probe::TaskState;
+use cardgate::domain::probe::events::{Event, classify, is_utc_z, parse_timestamp};
+
+use crate::probes::{condition, decision, events, finding, gate, probe, register};
+use crate::support::agents::{Library, SdkAgent};
+use crate::support::{TestDb, TestServer, repo_path, test_settings};
+
+/// A captured file of `library`'s fixtures.
+fn captured(library: &str, path: &str) -> String {
+    let file = repo_path(&format!("tests/fixtures/{library}/{path}"));
+    std::fs::read_to_string(&file).unwrap_or_else(|e| panic!("{}: {e}", file.display()))
+}
+
+/// The A2A object a captured JSON-RPC answer carries.
+fn result_of(library: &str, path: &str) -> Event {
+    let body: Value = serde_json::from_str(&captured(library, path)).unwrap();
+    classify(&body["result"]).unwrap_or_else(|e| panic!("{path}: {e}"))
+}
+
+/// The A2A objects of a captured SSE body, in order.
+fn stream_of(library: &str, path: &str) -> Vec<Event> {
+    captured(library, path)
+        .lines()
+        .filter_map(|l| l.strip_prefix("data:"))
+        .map(|d| serde_json::from_str::<Value>(d.trim()).unwrap())
+        .map(|frame| classify(&frame["result"]).unwrap())
+        .collect()
+}
+
+/// State and raw timestamp of a task or status update.
+fn status_of(event: &Event) -> Option<(TaskState, Option<String>)> {
+    let status = match event {
+        Event::Task { status, .. } | Event::StatusUpdate { status, .. } => status.as_ref()?,
+        _ => return None,
+    };
+    Some((status.state?.0, status.timestamp.clone()))
+}
+
+/// A registry that admits unsigned cards (neither library signs its card), on SQLite: what
+/// differs between these runs is the agent on the wire.
+async fn unsigned_cards_admitted() -> (TestDb, TestServer) {
+    let db = TestDb::sqlite().await;
+    let mut settings = test_settings(db.target.clone());
+    settings.discovery.require_signed = false;
+    let server = TestServer::start_with(settings).await;
+    (db, server)
+}
+
+const FASTA2A: &str = "fasta2a-2.1.1";
+
+#[test]
+fn fasta2a_captures_show_zoneless_timestamps_an_accepted_cancel_and_a_plain_resubscription() {
+    // GetTask after the end: completed, stamped in local time without a zone.
+    let (state, stamp) = status_of(&result_of(FASTA2A, "v1/02-get.resp.json")).unwrap();
+    assert_eq!(state, TaskState::Completed);
+    let stamp = stamp.unwrap();
+    assert!(
+        parse_timestamp(&stamp).is_none(),
+        "{stamp} names no instant"
+    );
+    assert!(!is_utc_z(&stamp));
+
+    // The stream: the Task in `submitted`, then status updates without any timestamp.
+    let states: Vec<(TaskState, bool)> = stream_of(FASTA2A, "v1/03-stream.sse.txt")
+        .iter()
+        .filter_map(status_of)
+        .map(|(s, ts)| (s, ts.is_some()))
+        .collect();
+    assert_eq!(
+        states,
+        [
+            (TaskState::Submitted, true),
+            (TaskState::Working, false),
+            (TaskState::Completed, false)
+        ]
+    );
+
+    // CancelTask on the completed task: accepted (a result, not an error), state unchanged,
+    // and GetTask agrees.
+    let body: Value =
+        serde_json::from_str(&captured(FASTA2A, "v1/05-cancel-completed.resp.json")).unwrap();
+    assert!(body.get("error").is_none(), "{body}");
+    for path in [
+        "v1/05-cancel-completed.resp.json",
+        "v1/06-get-after-cancel.resp.json",
+    ] {
+        let (state, _) = status_of(&result_of(FASTA2A, path)).unwrap();
+        assert_eq!(state, TaskState::Completed, "{path}");
+    }
+
+    // Resubscribing to it: the completed task once, then the stream closed.
+    let events = stream_of(FASTA2A, "v1/07-resubscribe-completed.sse.txt");
+    assert_eq!(events.len(), 1);
+    assert_eq!(status_of(&events[0]).unwrap().0, TaskState::Completed);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fasta2a_finishes_its_tasks_but_names_no_instant_so_it_is_never_promoted() {
+    let Some(agent) = SdkAgent::start_library(Library::Fasta2a).await else {
+        return;
+    };
+    let (_db, server) = unsigned_cards_admitted().await;
+    let callee = register(&server, &agent.origin, serde_json::json!({})).await;
+    let run = probe(&server, &callee, "1.0").await;
+    let context = format!("{:#}", run["findings"]);
+    assert_eq!(run["wire"], "json-rpc-v1", "{run:#}");
+
+    // What it does right: the lifecycle, streaming, and an end that holds.
+    for code in [
+        "LC-TASK-CREATED",
+        "LC-FULL-LIFECYCLE",
+        "LC-SINGLE-TERMINAL",
+        "LC-NOTHING-AFTER-TERMINAL",
+        "LC-GET-AGREES",
+        "LC-IDS-CONSISTENT",
+        "LC-TERMINAL-STAYS",
+        "LC-RESUBSCRIBE",
+        "CAP-STREAMING",
+    ] {
+        assert_eq!(finding(&run, code)["status"], "pass", "{code}: {context}");
+    }
+    // What it does wrong: no status carries an instant.
+    let timestamps = finding(&run, "LC-TIMESTAMPS")["message"].as_str().unwrap();
+    assert!(timestamps.contains("names no instant"), "{timestamps}");
+    assert!(
+        timestamps.contains("without status.timestamp"),
+        "{timestamps}"
+    );
+    let terminal = finding(&run, "LC-TERMINAL-NO-TIMESTAMP");
+    assert_eq!(terminal["status"], "fail", "{context}");
+    let format = finding(&run, "LC-TIMESTAMP-FORMAT");
+    assert_eq!(
+        (&format["status"], &format["level"]),
+        (&serde_json::json!("fail"), &serde_json::json!("must")),
+        "{context}"
+    );
+    // A cancel of the finished task is accepted rather than refused: reported at SHOULD.
+    let cancel = finding(&run, "LC-TERMINAL-CANCEL");
+    assert_eq!(
+        (&cancel["status"], &cancel["level"]),
+        (&serde_json::json!("fail"), &serde_json::json!("should")),
+        "{context}"
+    );
+    assert!(
+        cancel["message"].as_str().unwrap().contains("accepted"),
+        "{cancel}"
+    );
+
+    assert_eq!(run["verdict"]["passed"], false);
+    assert_eq!(
+        events(&run),
+        ["probe-finished"],
+        "never promoted, so never demoted"
+    );
+    assert_eq!(gate(&server, &callee, "1.0").await, "card-trusted");
+    let strict = decision(&server, &callee, "caller_version=1.0").await;
+    assert_eq!(strict["authoritative"], false, "{strict:#}");
+    assert_eq!(condition(&strict, "lifecycle-probe")["status"], "fail");
+    let relaxed = decision(&server, &callee, "caller_version=1.0&dedup=none").await;
+    assert_eq!(relaxed["authoritative"], true, "{relaxed:#}");
+    server.stop().await;
+}
+
+const PYTHON_A2A: &str = "python-a2a-0.5.10";
+
+#[test]
+fn python_a2a_captures_show_a_0_3_card_over_a_0_1_server_that_reopens_ended_tasks() {
+    let card: Value =
+        serde_json::from_str(&captured(PYTHON_A2A, "card/agent-card.json.json")).unwrap();
+    assert_eq!(card["protocolVersion"], "0.3.0", "{card:#}");
+    // Every v0.3 method at the card's URL: HTTP 500, with a body that is not JSON-RPC.
+    let headers = captured(PYTHON_A2A, "v03/01-send.headers.txt");
+    assert!(headers.contains("500"), "{headers}");
+    let body: Value = serde_json::from_str(&captured(PYTHON_A2A, "v03/01-send.resp.json")).unwrap();
+    assert!(
+        body.get("result").is_none() && body.get("error").is_none(),
+        "{body}"
+    );
+
+    // On its own 0.1 paths, a cancel of the completed task flips it to `canceled`.
+    let completed = result_of(PYTHON_A2A, "v01-paths/02-get.resp.json");
+    assert_eq!(status_of(&completed).unwrap().0, TaskState::Completed);
+    for path in [
+        "v01-paths/05-cancel-completed.resp.json",
+        "v01-paths/06-get-after-cancel.resp.json",
+    ] {
+        assert_eq!(
+            status_of(&result_of(PYTHON_A2A, path)).unwrap().0,
+            TaskState::Canceled,
+            "{path}"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn python_a2a_cannot_create_a_task_over_the_protocol_its_card_claims() {
+    let Some(agent) = SdkAgent::start_library(Library::PythonA2a).await else {
+        return;
+    };
+    let (_db, server) = unsigned_cards_admitted().await;
+    let callee = register(&server, &agent.origin, serde_json::json!({})).await;
+    let run = probe(&server, &callee, "0.3").await;
+    assert_eq!(run["wire"], "json-rpc-v03", "{run:#}");
+    let created = finding(&run, "LC-TASK-CREATED");
+    assert_eq!(created["status"], "fail", "{run:#}");
+    let why = created["message"].as_str().unwrap();
+    assert!(why.contains("HTTP 500"), "{why}");
+    assert_eq!(finding(&run, "LC-WELL-FORMED")["status"], "fail");
+    assert_eq!(run["verdict"]["passed"], false);
+    assert_eq!(events(&run), ["probe-finished"]);
+    assert_eq!(gate(&server, &callee, "0.3").await, "card-trusted");
+    for posture in ["", "&dedup=none"] {
+        let answer = decision(&server, &callee, &format!("caller_version=0.3{posture}")).await;
+        assert_eq!(answer["authoritative"], false, "{answer:#}");
+        assert_eq!(condition(&answer, "lifecycle-probe")["status"], "fail");
+    }
+    server.stop().await;
+}
