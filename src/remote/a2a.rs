@@ -1010,10 +1010,13 @@ fn body_value(bytes: &[u8]) -> Value {
 }
 
 fn jsonrpc_result(status: u16, body: &Value) -> Answer {
-    if let Some(result) = body.get("result") {
+    // JSON-RPC 2.0 sends `result` or `error`, never both; some servers send both with the
+    // unused one null, so whichever is not null is the answer.
+    let present = |key: &str| body.get(key).filter(|v| !v.is_null());
+    if let Some(result) = present("result") {
         return Answer::Result(result.clone());
     }
-    if let Some(error) = body.get("error") {
+    if let Some(error) = present("error") {
         return Answer::Error {
             code: error.get("code").and_then(Value::as_i64).unwrap_or(0),
             message: error
@@ -1025,6 +1028,9 @@ fn jsonrpc_result(status: u16, body: &Value) -> Answer {
     }
     if body.get("raw").is_some() {
         return Answer::Broken(format!("HTTP {status}: the answer is not JSON"));
+    }
+    if body.get("result").is_some() {
+        return Answer::Result(Value::Null);
     }
     Answer::Broken(format!(
         "HTTP {status}: a JSON-RPC answer needs `result` or `error`"

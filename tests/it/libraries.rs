@@ -10,6 +10,12 @@
 //!   deduplicate by timestamp get an advisory answer; callers that do not, an authoritative
 //!   one. A cancel of a finished task is accepted (200, the task unchanged): reported, not
 //!   failed, since the end holds.
+//! - **a2a-server 0.6.1** (chuk): its card, only at the legacy path and in snake_case, names no
+//!   protocol version, so it is read as v0.2; but the server speaks only the 0.1 draft's
+//!   method names (`tasks/send`…) and refuses `message/send` and `message/stream` with
+//!   -32601: no task can be created over the protocol the card implies. On its own 0.1
+//!   methods its timestamps carry `+00:00` (a spelling, not an absence) and its history never
+//!   grows; a cancel of a completed task is refused with -32603, and the task stays completed.
 //! - **python-a2a 0.5.10**: its card claims A2A 0.3 JSON-RPC at its origin, but it speaks the
 //!   0.1 draft on one path per method, and answers every 0.3 method with HTTP 500 and a body
 //!   that is not JSON-RPC: no task can be created, so nothing about its lifecycle can be
@@ -234,5 +240,68 @@ async fn python_a2a_cannot_create_a_task_over_the_protocol_its_card_claims() {
         assert_eq!(answer["authoritative"], false, "{answer:#}");
         assert_eq!(condition(&answer, "lifecycle-probe")["status"], "fail");
     }
+    server.stop().await;
+}
+
+const A2A_SERVER: &str = "a2a-server-0.6.1";
+
+#[test]
+fn a2a_server_captures_show_offset_timestamps_a_frozen_history_and_0_1_methods_only() {
+    // v0.2/v0.3 method names: -32601, beside a `result` of null.
+    let body: Value = serde_json::from_str(&captured(A2A_SERVER, "v03/01-send.resp.json")).unwrap();
+    assert_eq!(body["error"]["code"], -32601, "{body}");
+    // On its own 0.1 methods: `+00:00`, an instant spelled otherwise.
+    let (state, stamp) =
+        status_of(&result_of(A2A_SERVER, "v01/04-get-after-stream.resp.json")).unwrap();
+    assert_eq!(state, TaskState::Completed);
+    let stamp = stamp.unwrap();
+    assert!(stamp.ends_with("+00:00"), "{stamp}");
+    assert!(parse_timestamp(&stamp).is_some() && !is_utc_z(&stamp));
+    // The history stays at the user's message from submitted to completed.
+    let history = |path: &str| match result_of(A2A_SERVER, path) {
+        Event::Task { history_len, .. } => history_len,
+        other => panic!("{path}: {other:?}"),
+    };
+    assert_eq!(history("v01/01-send.resp.json"), Some(1));
+    assert_eq!(history("v01/06-get-after-cancel.resp.json"), Some(1));
+    // A cancel of the completed task: refused (not as TaskNotCancelableError), still completed.
+    let cancel: Value =
+        serde_json::from_str(&captured(A2A_SERVER, "v01/05-cancel-completed.resp.json")).unwrap();
+    assert_eq!(cancel["error"]["code"], -32603, "{cancel}");
+    let (state, _) =
+        status_of(&result_of(A2A_SERVER, "v01/06-get-after-cancel.resp.json")).unwrap();
+    assert_eq!(state, TaskState::Completed);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a2a_server_cannot_create_a_task_over_the_protocol_its_card_implies() {
+    let Some(agent) = SdkAgent::start_library(Library::A2aServer).await else {
+        return;
+    };
+    let (_db, server) = unsigned_cards_admitted().await;
+    let callee = register(&server, &agent.origin, serde_json::json!({})).await;
+    let (_, detail) = server.get(&format!("/v1/callees/{callee}")).await;
+    assert!(
+        detail["card"]["url"]
+            .as_str()
+            .unwrap()
+            .ends_with("/.well-known/agent.json"),
+        "found at the legacy path: {detail:#}"
+    );
+    let version = detail["subjects"][0]["protocol_version"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert_eq!(version, "0.2", "{detail:#}");
+    let run = probe(&server, &callee, &version).await;
+    let created = finding(&run, "LC-TASK-CREATED");
+    assert_eq!(created["status"], "fail", "{run:#}");
+    let why = created["message"].as_str().unwrap();
+    assert!(why.contains("-32601"), "{why}");
+    assert_eq!(run["verdict"]["passed"], false);
+    assert_eq!(events(&run), ["probe-finished"]);
+    let answer = decision(&server, &callee, "caller_version=0.2&dedup=none").await;
+    assert_eq!(answer["authoritative"], false, "{answer:#}");
+    assert_eq!(condition(&answer, "lifecycle-probe")["status"], "fail");
     server.stop().await;
 }

@@ -150,6 +150,8 @@ pub enum Library {
     Fasta2a,
     /// `python-a2a` on PyPI.
     PythonA2a,
+    /// chuk's `a2a-server` on PyPI (with `a2a-json-rpc` 0.3.0).
+    A2aServer,
 }
 
 impl Library {
@@ -158,6 +160,7 @@ impl Library {
         match self {
             Library::Fasta2a => "fasta2a",
             Library::PythonA2a => "python-a2a",
+            Library::A2aServer => "a2a-server",
         }
     }
 
