@@ -5,7 +5,9 @@
 //! the latency of a delivery is its arrival time minus its event's `recorded_at` (the same
 //! clock). cardgate, the agent and the receiver share this process and the machine's cores.
 //!
-//! `cargo run --release --example bench-webhooks -- [subscriptions]`
+//! `cargo run --release --example bench-webhooks -- [subscriptions]`; with
+//! `RUST_LOG=cardgate::service::webhooks=debug`, each sending round logs where its time went
+//! (claim, send, record).
 //! `BENCH_DATABASE_URL=postgres://postgres@127.0.0.1:5432/postgres cargo run --release --example bench-webhooks`
 
 #[path = "support/bench_db.rs"]
@@ -35,6 +37,9 @@ const TOKEN: &str = "bench-admin-token-0123456789abcdefghijklmnop";
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
+    if std::env::var_os("RUST_LOG").is_some() {
+        cardgate::telemetry::init(cardgate::telemetry::LogFormat::Text);
+    }
     let subscriptions: usize = std::env::args()
         .nth(1)
         .and_then(|s| s.parse().ok())

@@ -125,6 +125,7 @@ impl App {
             probe: settings.probe.clone(),
             cards: settings.cards.clone(),
             wake: Arc::new(tokio::sync::Notify::new()),
+            deliveries: Arc::new(tokio::sync::Notify::new()),
             view,
             webhooks: settings.webhooks.clone(),
             transparency,

@@ -8,6 +8,7 @@ use clap::Args;
 use crate::app::Settings;
 use crate::domain::callee::Backoff;
 use crate::domain::card::CardCaps;
+use crate::domain::webhook::RetryPolicy;
 use crate::http::HttpLimits;
 use crate::http::auth::AuthSettings;
 use crate::remote::a2a::CallLimits;
@@ -18,6 +19,7 @@ use crate::service::callees::CardPolicy;
 use crate::service::discovery::DiscoverySettings;
 use crate::service::probe::ProbeSettings;
 use crate::service::transparency::TransparencySettings;
+use crate::service::webhooks::WebhookSettings;
 use crate::storage::{DatabaseTarget, PoolSettings};
 use anyhow::Context;
 
@@ -77,6 +79,9 @@ pub struct ServeArgs {
 
     #[command(flatten)]
     pub ledger: LedgerArgs,
+
+    #[command(flatten)]
+    pub webhooks: WebhookArgs,
 
     /// `GET /metrics` (Prometheus): `on` or `off`.
     #[arg(long, env = "CARDGATE_METRICS", default_value = "on", value_parser = ["on", "off"])]
@@ -284,8 +289,7 @@ impl ServeArgs {
             },
             schedule: self.schedule.settings()?,
             cards: self.schedule.card_policy(),
-            // Not configurable yet: the Standard Webhooks defaults (5 s doubling to 1 h, 3 days).
-            webhooks: crate::service::webhooks::WebhookSettings::default(),
+            webhooks: self.webhooks.settings(),
             transparency: self.transparency()?,
             metrics: self.metrics == "on",
         })
@@ -382,6 +386,63 @@ impl ScheduleArgs {
                 ),
             },
             probe_on_change: self.probe_on_change,
+        }
+    }
+}
+
+/// How webhook deliveries are sent and retried (Standard Webhooks defaults).
+#[derive(Debug, Clone, Args)]
+pub struct WebhookArgs {
+    /// Wait before the second attempt of a failed delivery, in seconds (doubled after each
+    /// failure, with jitter).
+    #[arg(long, env = "CARDGATE_WEBHOOK_RETRY_FIRST_SECS", default_value_t = RetryPolicy::default().first.as_secs())]
+    pub webhook_retry_first_secs: u64,
+
+    /// Longest wait between attempts, in seconds (a `Retry-After` is held to it too).
+    #[arg(long, env = "CARDGATE_WEBHOOK_RETRY_MAX_SECS", default_value_t = RetryPolicy::default().max.as_secs())]
+    pub webhook_retry_max_secs: u64,
+
+    /// Age past which a delivery that never succeeded is given up (`failed`), in seconds.
+    #[arg(long, env = "CARDGATE_WEBHOOK_GIVE_UP_SECS", default_value_t = RetryPolicy::default().give_up_after.as_secs())]
+    pub webhook_give_up_secs: u64,
+
+    /// How long a failing delivery holds the later ones about its subject, in seconds; past
+    /// it they go out, carrying `previous_seq` so the receiver sees the gap.
+    #[arg(long, env = "CARDGATE_WEBHOOK_HOLD_BACK_SECS", default_value_t = RetryPolicy::default().hold_back.as_secs())]
+    pub webhook_hold_back_secs: u64,
+
+    /// One attempt's deadline, connection to response headers, in seconds.
+    #[arg(long, env = "CARDGATE_WEBHOOK_TIMEOUT_SECS", default_value_t = WebhookSettings::default().timeout.as_secs())]
+    pub webhook_timeout_secs: u64,
+
+    /// Attempts in flight at once to one receiver host, per process.
+    #[arg(long, env = "CARDGATE_WEBHOOK_HOST_CONCURRENCY", default_value_t = WebhookSettings::default().host_concurrency as u32,
+          value_parser = clap::value_parser!(u32).range(1..=1024))]
+    pub webhook_host_concurrency: u32,
+
+    /// How often due retries are looked for when nothing new happens, in milliseconds.
+    #[arg(long, env = "CARDGATE_WEBHOOK_POLL_MS", default_value_t = WebhookSettings::default().poll.as_millis() as u64)]
+    pub webhook_poll_ms: u64,
+
+    /// How long a receiver must have failed every attempt to be `failing`, in seconds.
+    #[arg(long, env = "CARDGATE_WEBHOOK_FAILING_AFTER_SECS", default_value_t = WebhookSettings::default().failing_after.as_secs())]
+    pub webhook_failing_after_secs: u64,
+}
+
+impl WebhookArgs {
+    pub fn settings(&self) -> WebhookSettings {
+        WebhookSettings {
+            retry: RetryPolicy {
+                first: Duration::from_secs(self.webhook_retry_first_secs.max(1)),
+                max: Duration::from_secs(self.webhook_retry_max_secs.max(1)),
+                give_up_after: Duration::from_secs(self.webhook_give_up_secs.max(1)),
+                hold_back: Duration::from_secs(self.webhook_hold_back_secs),
+            },
+            timeout: Duration::from_secs(self.webhook_timeout_secs.max(1)),
+            host_concurrency: self.webhook_host_concurrency.max(1) as usize,
+            poll: Duration::from_millis(self.webhook_poll_ms.max(10)),
+            failing_after: Duration::from_secs(self.webhook_failing_after_secs.max(1)),
+            ..WebhookSettings::default()
         }
     }
 }

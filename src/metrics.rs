@@ -73,6 +73,9 @@ pub struct Snapshot {
     pub queue_lag_seconds: f64,
     /// The ledger's newest seq.
     pub ledger_head: i64,
+    /// Webhook subscriptions whose receivers have failed every attempt for the failing
+    /// threshold or longer.
+    pub failing_subscriptions: i64,
 }
 
 /// This process's metrics. Cheap to clone.
@@ -92,6 +95,7 @@ struct Inner {
     probe_runs: Family<OutcomeLabel, Gauge>,
     queue_lag: Gauge<f64, std::sync::atomic::AtomicU64>,
     ledger_head: Gauge,
+    failing_subscriptions: Gauge,
 }
 
 impl std::fmt::Debug for Metrics {
@@ -162,6 +166,12 @@ impl Metrics {
             "The ledger's newest sequence number",
             ledger_head.clone(),
         );
+        let failing_subscriptions = Gauge::default();
+        registry.register(
+            "webhook_subscriptions_failing",
+            "Webhook subscriptions whose receivers have failed every attempt for a day or more",
+            failing_subscriptions.clone(),
+        );
         Self {
             inner: Arc::new(Inner {
                 registry,
@@ -174,6 +184,7 @@ impl Metrics {
                 probe_runs,
                 queue_lag,
                 ledger_head,
+                failing_subscriptions,
             }),
         }
     }
@@ -251,6 +262,9 @@ impl Metrics {
         }
         inner.queue_lag.set(snapshot.queue_lag_seconds);
         inner.ledger_head.set(snapshot.ledger_head);
+        inner
+            .failing_subscriptions
+            .set(snapshot.failing_subscriptions);
         let mut text = String::new();
         // Writing to a String cannot fail.
         let _ = prometheus_client::encoding::text::encode(&mut text, &inner.registry);
@@ -275,6 +289,7 @@ mod tests {
             probe_runs: vec![("passed".into(), 5)],
             queue_lag_seconds: 1.5,
             ledger_head: 42,
+            failing_subscriptions: 1,
         });
         for line in [
             r#"cardgate_http_requests_total{method="GET",route="/v1/trust",status="200"} 2"#,
@@ -286,6 +301,7 @@ mod tests {
             r#"cardgate_probe_runs{outcome="passed"} 5"#,
             "cardgate_queue_lag_seconds 1.5",
             "cardgate_ledger_head_seq 42",
+            "cardgate_webhook_subscriptions_failing 1",
         ] {
             assert!(
                 text.lines().any(|l| l == line),

@@ -30,6 +30,8 @@ pub struct Cli {
     pub log_format: LogFormat,
 }
 
+// Parsed once at start and consumed at once: the size of the largest variant costs nothing.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Run the registry service (HTTP API, Swagger UI at /docs).

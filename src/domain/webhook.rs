@@ -1,6 +1,13 @@
 //! Webhooks as the Standard Webhooks specification has them: which ledger events callers can
 //! subscribe to, the payload each one carries, the signature over it, and when a failed
 //! delivery is tried again. Pure: the outbox and the sender live elsewhere.
+//!
+//! The delivery guarantee: a subscription's deliveries about one subject go out in ledger
+//! order, and different subjects never wait for each other. A delivery that keeps failing
+//! holds the next one about its subject for at most [`RetryPolicy::hold_back`]; past it, the
+//! later ones go out, each naming the seq of the event before it for that subject in that
+//! subscription (`data.previous_seq`), so a receiver sees the gap and can fill it from the
+//! ledger, while the failed one keeps retrying until its window ends.
 
 use std::collections::BTreeSet;
 use std::time::Duration;
@@ -76,6 +83,8 @@ impl EventType {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum SubscriptionStatus {
     Active,
+    /// An admin paused it: deliveries are queued, and go out once it is resumed.
+    Paused,
     /// The receiver answered 410 Gone: nothing more is sent.
     Disabled,
 }
@@ -84,14 +93,42 @@ impl SubscriptionStatus {
     pub fn as_str(self) -> &'static str {
         match self {
             Self::Active => "active",
+            Self::Paused => "paused",
             Self::Disabled => "disabled",
         }
     }
 
     pub fn parse(s: &str) -> Option<Self> {
-        [Self::Active, Self::Disabled]
+        [Self::Active, Self::Paused, Self::Disabled]
             .into_iter()
             .find(|v| v.as_str() == s)
+    }
+}
+
+/// How a subscription's receiver is faring, as operators see it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Health {
+    /// Its last attempt succeeded, or none has failed yet.
+    Healthy,
+    /// Every attempt has failed since `since`, but for less than the failing threshold.
+    Erring { since: Timestamp },
+    /// Every attempt has failed since `since`, for at least the failing threshold.
+    Failing { since: Timestamp },
+}
+
+impl Health {
+    /// Judged at `now` from when the receiver started failing (`None`: it is not).
+    pub fn at(failing_since: Option<Timestamp>, now: Timestamp, threshold: Duration) -> Self {
+        let threshold = chrono::Duration::from_std(threshold).unwrap_or(chrono::Duration::days(1));
+        match failing_since {
+            None => Self::Healthy,
+            Some(since) if now - since >= threshold => Self::Failing { since },
+            Some(since) => Self::Erring { since },
+        }
+    }
+
+    pub fn is_failing(self) -> bool {
+        matches!(self, Self::Failing { .. })
     }
 }
 
@@ -111,12 +148,15 @@ pub struct Subscription {
     pub previous_until: Option<Timestamp>,
     pub status: SubscriptionStatus,
     pub created_at: Timestamp,
+    /// Since when every attempt to its receiver has failed; `None` while the last succeeded.
+    pub failing_since: Option<Timestamp>,
 }
 
 impl Subscription {
-    /// Whether an event of `kind` about `callee` is delivered to this subscription.
+    /// Whether an event of `kind` about `callee` is queued for this subscription (a paused one
+    /// keeps queueing; a disabled one does not).
     pub fn wants(&self, callee: CalleeId, kind: EventType) -> bool {
-        self.status == SubscriptionStatus::Active
+        self.status != SubscriptionStatus::Disabled
             && self.callee_id.is_none_or(|c| c == callee)
             && self.events.as_ref().is_none_or(|e| e.contains(&kind))
     }
@@ -184,12 +224,44 @@ pub enum Attempt {
     Delivered { status: u16 },
     /// 410: the receiver is gone for good; the subscription is disabled.
     Gone,
-    /// Anything else: tried again after the backoff, or given up past the window.
-    Failed { status: Option<u16>, error: String },
+    /// Anything else: tried again after the backoff (or the receiver's `Retry-After`, on 429
+    /// and 503), or given up past the window.
+    Failed {
+        status: Option<u16>,
+        error: String,
+        retry_after: Option<Duration>,
+    },
 }
 
-/// The body of the delivery announcing `event`, with the subject as it stands after it.
-pub fn payload(kind: EventType, event: &EventRecord, subject: &Subject) -> Value {
+/// The key that orders deliveries: one subject, `callee/version`.
+pub fn subject_key(callee: CalleeId, protocol_version: &str) -> String {
+    format!("{callee}/{protocol_version}")
+}
+
+/// A `Retry-After` value (RFC 9110 §10.2.3): delay-seconds, or an HTTP-date, read at `now`.
+/// A date in the past is no wait; anything unreadable is `None`.
+pub fn parse_retry_after(value: &str, now: Timestamp) -> Option<Duration> {
+    let value = value.trim();
+    if let Ok(seconds) = value.parse::<u64>() {
+        return Some(Duration::from_secs(seconds));
+    }
+    let at = chrono::DateTime::parse_from_rfc2822(value).ok()?;
+    Some(
+        (at.with_timezone(&chrono::Utc) - now)
+            .to_std()
+            .unwrap_or(Duration::ZERO),
+    )
+}
+
+/// The body of the delivery announcing `event`, with the subject as it stands after it, and
+/// `previous_seq`: the event before it about the same subject in the same subscription (`null`
+/// for the first), so that a receiver can tell a gap from a late arrival.
+pub fn payload(
+    kind: EventType,
+    event: &EventRecord,
+    subject: &Subject,
+    previous_seq: Option<i64>,
+) -> Value {
     json!({
         "type": kind.as_str(),
         "timestamp": super::time::format(event.recorded_at),
@@ -210,7 +282,18 @@ pub fn payload(kind: EventType, event: &EventRecord, subject: &Subject) -> Value
                 "card_untrusted": subject.state.card_untrusted,
                 "withdrawn": subject.state.withdrawn,
             },
+            "previous_seq": previous_seq,
         },
+    })
+}
+
+/// The body of a test ping, which an admin sends to check a receiver (`type` is `ping`, never
+/// an event type, so receivers can tell it from news).
+pub fn ping(subscription: &Subscription, now: Timestamp) -> Value {
+    json!({
+        "type": "ping",
+        "timestamp": super::time::format(now),
+        "data": { "subscription_id": subscription.id },
     })
 }
 
@@ -245,13 +328,16 @@ pub fn signature(secrets: &[&str], id: &str, timestamp: i64, body: &[u8]) -> Str
         .join(" ")
 }
 
-/// When a delivery is tried again, and until when.
+/// When a delivery is tried again, until when, and how long it may hold the next one.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RetryPolicy {
     pub first: Duration,
     pub max: Duration,
     /// Past this age a delivery that has not succeeded is given up (`failed`).
     pub give_up_after: Duration,
+    /// How long a pending delivery holds the later ones about its subject: past this age
+    /// (of the later one), they go out regardless, carrying `previous_seq`.
+    pub hold_back: Duration,
 }
 
 impl Default for RetryPolicy {
@@ -260,6 +346,7 @@ impl Default for RetryPolicy {
             first: Duration::from_secs(5),
             max: Duration::from_secs(3600),
             give_up_after: Duration::from_secs(3 * 24 * 3600),
+            hold_back: Duration::from_secs(5 * 60),
         }
     }
 }
@@ -273,6 +360,15 @@ impl RetryPolicy {
             .first
             .saturating_mul(1u32 << attempts.saturating_sub(1).min(20));
         doubled.min(self.max).mul_f64(jitter.clamp(0.8, 1.2))
+    }
+
+    /// The wait after failed attempt number `attempts`: the receiver's `Retry-After` when it
+    /// sent one (at least a second, at most `max`), else the backoff.
+    pub fn wait(&self, attempts: u32, jitter: f64, retry_after: Option<Duration>) -> Duration {
+        match retry_after {
+            Some(asked) => asked.clamp(Duration::from_secs(1), self.max),
+            None => self.backoff(attempts, jitter),
+        }
     }
 }
 
@@ -312,6 +408,49 @@ mod tests {
         assert_eq!(p.backoff(500, 1.0), Duration::from_secs(3600));
         assert_eq!(p.backoff(1, 9.0), Duration::from_secs(6));
         assert_eq!(p.backoff(1, 0.0), Duration::from_secs(4));
+    }
+
+    #[test]
+    fn retry_after_is_honoured_within_bounds() {
+        let p = RetryPolicy::default();
+        assert_eq!(
+            p.wait(1, 1.0, Some(Duration::from_secs(30))),
+            Duration::from_secs(30)
+        );
+        assert_eq!(p.wait(1, 1.0, Some(Duration::ZERO)), Duration::from_secs(1));
+        assert_eq!(p.wait(1, 1.0, Some(Duration::from_secs(86_400))), p.max);
+        assert_eq!(p.wait(2, 1.0, None), Duration::from_secs(10));
+        let now = chrono::DateTime::parse_from_rfc3339("2026-12-05T10:00:00Z")
+            .unwrap()
+            .with_timezone(&chrono::Utc);
+        assert_eq!(
+            parse_retry_after(" 120 ", now),
+            Some(Duration::from_secs(120))
+        );
+        assert_eq!(
+            parse_retry_after("Sat, 05 Dec 2026 10:01:30 GMT", now),
+            Some(Duration::from_secs(90))
+        );
+        assert_eq!(
+            parse_retry_after("Sat, 05 Dec 2026 09:00:00 GMT", now),
+            Some(Duration::ZERO)
+        );
+        assert_eq!(parse_retry_after("soon", now), None);
+        assert_eq!(parse_retry_after("-5", now), None);
+    }
+
+    #[test]
+    fn a_receiver_failing_past_the_threshold_is_failing() {
+        let now = chrono::Utc::now();
+        let day = Duration::from_secs(86_400);
+        assert_eq!(Health::at(None, now, day), Health::Healthy);
+        let hour_ago = now - chrono::Duration::hours(1);
+        assert_eq!(
+            Health::at(Some(hour_ago), now, day),
+            Health::Erring { since: hour_ago }
+        );
+        let two_days_ago = now - chrono::Duration::days(2);
+        assert!(Health::at(Some(two_days_ago), now, day).is_failing());
     }
 
     #[test]

@@ -27,8 +27,7 @@ pub async fn get_metrics(State(app): State<ApiState>) -> Result<Response, ApiErr
         ));
     }
     let services = &app.services;
-    let snapshot =
-        status::metrics_snapshot(&services.store, &services.view, services.now()).await?;
+    let snapshot = status::metrics_snapshot(services).await?;
     Ok((
         [(CONTENT_TYPE, metrics::CONTENT_TYPE)],
         app.metrics.render(&snapshot),

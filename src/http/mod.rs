@@ -233,7 +233,13 @@ impl utoipa::Modify for Webhooks {
         let operation = OperationBuilder::new()
             .summary(Some("A trust change, POSTed to a subscription's URL"))
             .description(Some(
-                "Standard Webhooks: verify `webhook-signature` (`v1,<base64 HMAC-SHA256 of                  \"{webhook-id}.{webhook-timestamp}.{body}\">`, keyed with the base64-decoded                  secret after `whsec_`; space-separated when a rotation overlaps) before trusting                  the body. A subscription's deliveries arrive in ledger order.",
+                "Standard Webhooks: verify `webhook-signature` (`v1,<base64 HMAC-SHA256 of                  \"{webhook-id}.{webhook-timestamp}.{body}\">`, keyed with the base64-decoded                  secret after `whsec_`; space-separated when a rotation overlaps) before trusting                  the body. A subscription's deliveries about one subject arrive in ledger order, and \
+                 different subjects never wait for each other. A delivery that keeps failing holds \
+                 the later ones about its subject for the hold-back at most (5 minutes by default, \
+                 CARDGATE_WEBHOOK_HOLD_BACK_SECS); then they go out, and `data.previous_seq` (the \
+                 seq of the event before, about that subject, in this subscription) shows the gap, \
+                 to be filled from `GET /v1/ledger` while the late delivery keeps retrying. \
+                 Deduplicate by `webhook-id`: a delivery cut off mid-attempt is sent again with it.",
             ))
             .parameter(header("webhook-id", "The delivery's id: the same on every retry"))
             .parameter(header("webhook-timestamp", "Unix seconds of this attempt"))
@@ -252,9 +258,17 @@ impl utoipa::Modify for Webhooks {
             .response("2XX", Response::new("Delivered"))
             .response("410", Response::new("Gone: the subscription is disabled"))
             .response(
+                "429",
+                Response::new("Retried when `Retry-After` says (seconds or an HTTP-date), else as below"),
+            )
+            .response(
+                "503",
+                Response::new("Retried when `Retry-After` says (seconds or an HTTP-date), else as below"),
+            )
+            .response(
                 "default",
                 Response::new(
-                    "Retried after 5 s, doubling to 1 h, with jitter; failed after 3 days",
+                    "Retried after 5 s, doubling to 1 h, with jitter; failed after 3 days (all configurable)",
                 ),
             )
             .build();
@@ -306,6 +320,9 @@ fn api() -> OpenApiRouter<ApiState> {
             subscriptions::delete_subscription
         ))
         .routes(routes!(subscriptions::rotate_secret))
+        .routes(routes!(subscriptions::pause_subscription))
+        .routes(routes!(subscriptions::resume_subscription))
+        .routes(routes!(subscriptions::test_subscription))
         .routes(routes!(subscriptions::list_deliveries))
         .routes(routes!(subscriptions::retry_delivery))
         .routes(routes!(health::healthz))

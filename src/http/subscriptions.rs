@@ -14,8 +14,8 @@ use super::extract::{Json, Path, Query, page_size};
 use super::ledger::EventView;
 use super::paging::{Paged, next_cursor};
 use crate::domain::ids::{CalleeId, DeliveryId, SubscriptionId};
-use crate::domain::webhook::{Delivery, Subscription};
-use crate::service::webhooks::{self, NewSubscription};
+use crate::domain::webhook::{Attempt, Delivery, Health, Subscription};
+use crate::service::webhooks::{self, NewSubscription, PingResult};
 
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
@@ -42,16 +42,54 @@ pub struct SubscriptionView {
     /// The types delivered; absent: all.
     pub events: Option<Vec<String>>,
     pub description: Option<String>,
-    /// `active`, or `disabled` once the receiver answered 410 Gone.
-    pub status: String,
+    /// `active`; `paused` by an admin (deliveries queue up until it is resumed); or `disabled`
+    /// once the receiver answered 410 Gone.
+    pub status: SubscriptionStatusView,
+    /// How its receiver fares: `healthy`; `erring` (every attempt since `failing_since` has
+    /// failed); `failing` (so for a day or more, `CARDGATE_WEBHOOK_FAILING_AFTER_SECS`).
+    pub health: HealthView,
+    /// Since when every attempt has failed; absent while the last one succeeded.
+    pub failing_since: Option<DateTime<Utc>>,
     pub created_at: DateTime<Utc>,
     /// Until when the secret before the last rotation also signs.
     pub previous_secret_until: Option<DateTime<Utc>>,
 }
 
-impl From<Subscription> for SubscriptionView {
-    fn from(s: Subscription) -> Self {
+#[derive(Debug, Clone, Copy, Serialize, ToSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum SubscriptionStatusView {
+    Active,
+    Paused,
+    Disabled,
+}
+
+#[derive(Debug, Clone, Copy, Serialize, ToSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum HealthView {
+    Healthy,
+    Erring,
+    Failing,
+}
+
+impl SubscriptionView {
+    /// The subscription as seen at `now`, `failing` past `threshold` of failures.
+    pub fn at(s: Subscription, now: DateTime<Utc>, threshold: std::time::Duration) -> Self {
+        let health = match Health::at(s.failing_since, now, threshold) {
+            Health::Healthy => HealthView::Healthy,
+            Health::Erring { .. } => HealthView::Erring,
+            Health::Failing { .. } => HealthView::Failing,
+        };
+        let status = match s.status {
+            crate::domain::webhook::SubscriptionStatus::Active => SubscriptionStatusView::Active,
+            crate::domain::webhook::SubscriptionStatus::Paused => SubscriptionStatusView::Paused,
+            crate::domain::webhook::SubscriptionStatus::Disabled => {
+                SubscriptionStatusView::Disabled
+            }
+        };
         Self {
+            health,
+            status,
+            failing_since: s.failing_since,
             id: s.id.0,
             url: s.url,
             callee_id: s.callee_id.map(|c| c.0),
@@ -59,7 +97,6 @@ impl From<Subscription> for SubscriptionView {
                 .events
                 .map(|e| e.iter().map(|t| t.as_str().to_string()).collect()),
             description: s.description,
-            status: s.status.as_str().to_string(),
             created_at: s.created_at,
             previous_secret_until: s.previous_until,
         }
@@ -75,12 +112,41 @@ pub struct SubscriptionWithSecret {
     pub secret: String,
 }
 
-impl From<Subscription> for SubscriptionWithSecret {
-    fn from(s: Subscription) -> Self {
+impl SubscriptionWithSecret {
+    fn at(s: Subscription, now: DateTime<Utc>, threshold: std::time::Duration) -> Self {
         let secret = s.secret.clone();
         Self {
-            subscription: s.into(),
+            subscription: SubscriptionView::at(s, now, threshold),
             secret,
+        }
+    }
+}
+
+/// What a test ping came to.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct PingView {
+    /// The `webhook-id` the ping carried (`ping_…`).
+    pub id: String,
+    /// The receiver answered 2xx.
+    pub delivered: bool,
+    /// The receiver's status, if it answered.
+    pub status_code: Option<u16>,
+    /// Why it was not delivered.
+    pub error: Option<String>,
+}
+
+impl From<PingResult> for PingView {
+    fn from(p: PingResult) -> Self {
+        let (delivered, status_code, error) = match p.attempt {
+            Attempt::Delivered { status } => (true, Some(status), None),
+            Attempt::Gone => (false, Some(410), Some("410 Gone".to_string())),
+            Attempt::Failed { status, error, .. } => (false, status, Some(error)),
+        };
+        Self {
+            id: p.id,
+            delivered,
+            status_code,
+            error,
         }
     }
 }
@@ -170,6 +236,12 @@ pub struct WebhookData {
     pub event: EventView,
     /// The subject as it stands after the event.
     pub subject: WebhookSubject,
+    /// The seq of the event before this one about the same subject in this subscription
+    /// (`null` for the first). Deliveries about one subject arrive in ledger order, unless one
+    /// kept failing past the hold-back: then later ones go out first, and a `previous_seq`
+    /// that is not the last seq the receiver saw for the subject marks the gap, to be filled
+    /// from `GET /v1/ledger` (or `/v1/events`) while the late delivery keeps retrying.
+    pub previous_seq: Option<i64>,
 }
 
 #[derive(Debug, Serialize, Deserialize, ToSchema)]
@@ -214,7 +286,11 @@ pub async fn create_subscription(
         description: body.description,
     };
     let created = webhooks::create(&app.services, new, app.services.now()).await?;
-    Ok((StatusCode::CREATED, Json(created.into())))
+    let (now, threshold) = (app.services.now(), app.services.webhooks.failing_after);
+    Ok((
+        StatusCode::CREATED,
+        Json(SubscriptionWithSecret::at(created, now, threshold)),
+    ))
 }
 
 /// Every subscription (never their secrets).
@@ -230,7 +306,7 @@ pub async fn list_subscriptions(
     let items = webhooks::list(&app.services.store, q.after.map(SubscriptionId), limit).await?;
     let next = next_cursor(&items, limit, |s| s.id.0);
     let page = SubscriptionList {
-        items: items.into_iter().map(Into::into).collect(),
+        items: items.into_iter().map(|s| view(&app, s)).collect(),
         next,
     };
     Ok(Paged::new(&uri, page, next))
@@ -249,7 +325,7 @@ pub async fn get_subscription(
     Path(id): Path<Uuid>,
 ) -> Result<Json<SubscriptionView>, ApiError> {
     let found = webhooks::get(&app.services.store, SubscriptionId(id)).await?;
-    Ok(Json(found.into()))
+    Ok(Json(view(&app, found)))
 }
 
 /// Unsubscribe: nothing more is sent, and pending deliveries are dropped.
@@ -281,7 +357,64 @@ pub async fn rotate_secret(
     Path(id): Path<Uuid>,
 ) -> Result<Json<SubscriptionWithSecret>, ApiError> {
     let rotated = webhooks::rotate(&app.services, SubscriptionId(id), app.services.now()).await?;
-    Ok(Json(rotated.into()))
+    let (now, threshold) = (app.services.now(), app.services.webhooks.failing_after);
+    Ok(Json(SubscriptionWithSecret::at(rotated, now, threshold)))
+}
+
+/// Pause a subscription: deliveries keep queueing, and none is sent until it is resumed.
+#[utoipa::path(post, path = "/v1/subscriptions/{id}/pause", tag = "subscriptions",
+    security(("bearer" = ["admin"])),
+    params(("id" = Uuid, Path, description = "Subscription id")),
+    responses(
+        (status = 200, description = "Paused", body = SubscriptionView),
+        (status = 404, description = "No such subscription", body = ErrorBody),
+    ))]
+pub async fn pause_subscription(
+    State(app): State<ApiState>,
+    Path(id): Path<Uuid>,
+) -> Result<Json<SubscriptionView>, ApiError> {
+    let paused = webhooks::pause(&app.services.store, SubscriptionId(id)).await?;
+    Ok(Json(view(&app, paused)))
+}
+
+/// Resume a paused subscription (or one disabled by a 410): its queued deliveries go out, in
+/// order per subject.
+#[utoipa::path(post, path = "/v1/subscriptions/{id}/resume", tag = "subscriptions",
+    security(("bearer" = ["admin"])),
+    params(("id" = Uuid, Path, description = "Subscription id")),
+    responses(
+        (status = 200, description = "Active again", body = SubscriptionView),
+        (status = 404, description = "No such subscription", body = ErrorBody),
+    ))]
+pub async fn resume_subscription(
+    State(app): State<ApiState>,
+    Path(id): Path<Uuid>,
+) -> Result<Json<SubscriptionView>, ApiError> {
+    let resumed = webhooks::resume(&app.services.store, SubscriptionId(id)).await?;
+    app.services.wake_deliveries();
+    Ok(Json(view(&app, resumed)))
+}
+
+/// Send a signed `ping` to the subscription's URL now and say how the receiver answered
+/// (nothing is queued or recorded; a paused subscription is pinged too).
+#[utoipa::path(post, path = "/v1/subscriptions/{id}/test", tag = "subscriptions",
+    security(("bearer" = ["admin"])),
+    params(("id" = Uuid, Path, description = "Subscription id")),
+    responses(
+        (status = 200, description = "Sent; `delivered` says whether the receiver took it", body = PingView),
+        (status = 404, description = "No such subscription", body = ErrorBody),
+    ))]
+pub async fn test_subscription(
+    State(app): State<ApiState>,
+    Path(id): Path<Uuid>,
+) -> Result<Json<PingView>, ApiError> {
+    let ping = webhooks::test(&app.services, SubscriptionId(id)).await?;
+    Ok(Json(ping.into()))
+}
+
+/// The view of `s` now.
+fn view(app: &ApiState, s: Subscription) -> SubscriptionView {
+    SubscriptionView::at(s, app.services.now(), app.services.webhooks.failing_after)
 }
 
 /// A subscription's deliveries and their attempts, newest event first.

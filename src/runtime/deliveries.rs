@@ -23,6 +23,7 @@ pub async fn run(services: Services, owner: String, stop: CancellationToken) {
         tokio::select! {
             () = stop.cancelled() => return,
             _ = applied.changed() => {}
+            () = services.deliveries.notified() => {}
             () = tokio::time::sleep(services.webhooks.poll) => {}
         }
     }

@@ -50,6 +50,9 @@ pub struct Services {
     pub view: ReadModel,
     /// How webhook deliveries are sent.
     pub webhooks: WebhookSettings,
+    /// Wakes the webhook sender when deliveries may have become due outside the ledger (a
+    /// subscription resumed); appends wake it through the read model's change signal.
+    pub deliveries: Arc<Notify>,
     /// Signs checkpoints and receipts.
     pub transparency: Transparency,
 }
@@ -57,6 +60,10 @@ pub struct Services {
 impl Services {
     pub fn now(&self) -> Timestamp {
         self.clock.now()
+    }
+
+    pub fn wake_deliveries(&self) {
+        self.deliveries.notify_one();
     }
 }
 

@@ -32,13 +32,10 @@ pub async fn queue(store: &Store, now: Timestamp) -> Result<QueueStats, ServiceE
     Ok(store.queue_stats(now).await?)
 }
 
-/// The registry's state for a metrics scrape: three grouped counts, the queue and the ledger
-/// head.
-pub async fn metrics_snapshot(
-    store: &Store,
-    view: &super::readmodel::ReadModel,
-    now: Timestamp,
-) -> Result<Snapshot, ServiceError> {
+/// The registry's state for a metrics scrape: three grouped counts, the queue, the ledger
+/// head and the failing webhook receivers.
+pub async fn metrics_snapshot(services: &super::Services) -> Result<Snapshot, ServiceError> {
+    let (store, view, now) = (&services.store, &services.view, services.now());
     let counts = store.counts().await?;
     let queue = store.queue_stats(now).await?;
     let mut probe_runs: Vec<(String, i64)> = Vec::new();
@@ -61,5 +58,6 @@ pub async fn metrics_snapshot(
             .oldest_due
             .map_or(0.0, |t| (now - t).num_milliseconds().max(0) as f64 / 1000.0),
         ledger_head: view.applied().ledger_seq,
+        failing_subscriptions: super::webhooks::failing_count(services).await?,
     })
 }

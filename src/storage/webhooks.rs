@@ -1,6 +1,9 @@
 //! Webhook subscriptions and their outbox: deliveries queued in the ledger's own transaction,
 //! claimed under a lease (one attempt at a time, across replicas), in ledger order per
-//! subscription.
+//! (subscription, subject), a failing one holding the later ones for the hold-back at most
+//! (see [`crate::domain::webhook`] for the guarantee).
+
+use std::collections::BTreeMap;
 
 use std::collections::BTreeSet;
 
@@ -28,6 +31,7 @@ struct SubscriptionRow {
     previous_until: Option<DateTime<Utc>>,
     status: String,
     created_at: DateTime<Utc>,
+    failing_since: Option<DateTime<Utc>>,
 }
 
 impl TryFrom<SubscriptionRow> for Subscription {
@@ -59,6 +63,7 @@ impl TryFrom<SubscriptionRow> for Subscription {
             status: SubscriptionStatus::parse(&r.status)
                 .ok_or_else(|| StoreError::corrupt(format!("subscription status {}", r.status)))?,
             created_at: r.created_at,
+            failing_since: r.failing_since,
         })
     }
 }
@@ -66,7 +71,7 @@ impl TryFrom<SubscriptionRow> for Subscription {
 macro_rules! subscription_columns {
     () => {
         "id, url, callee_id, events, description, secret, previous_secret, previous_until, status, \
-         created_at"
+         created_at, failing_since"
     };
 }
 
@@ -143,7 +148,7 @@ macro_rules! impl_queue_deliveries {
                 let rows: Vec<SubscriptionRow> = sqlx::query_as(concat!(
                     "select ",
                     subscription_columns!(),
-                    " from subscriptions where status = 'active'"
+                    " from subscriptions where status <> 'disabled'"
                 ))
                 .fetch_all(&mut **self)
                 .await?;
@@ -151,36 +156,64 @@ macro_rules! impl_queue_deliveries {
                     .into_iter()
                     .map(Subscription::try_from)
                     .collect::<Result<Vec<_>, _>>()?;
-                let mut rows: Vec<(SubscriptionId, i64, EventType, std::sync::Arc<String>)> =
-                    Vec::new();
+                // The newest delivery so far per (subscription, subject): each new one names
+                // it as its `previous_seq`.
+                let mut previous: BTreeMap<(Uuid, String), i64> = BTreeMap::new();
+                let subjects: std::collections::BTreeSet<String> = announced
+                    .iter()
+                    .map(|(_, e, _)| webhook::subject_key(e.callee_id, &e.protocol_version))
+                    .collect();
+                for subject in subjects {
+                    let newest: Vec<(Uuid, i64)> = sqlx::query_as(
+                        "select subscription_id, max(seq) from deliveries where subject = $1 \
+                         group by subscription_id",
+                    )
+                    .bind(&subject)
+                    .fetch_all(&mut **self)
+                    .await?;
+                    for (sub, seq) in newest {
+                        previous.insert((sub, subject.clone()), seq);
+                    }
+                }
+                let mut rows: Vec<QueuedRow> = Vec::new();
                 for (kind, event, subject) in announced {
-                    let body =
-                        std::sync::Arc::new(webhook::payload(kind, event, subject).to_string());
+                    let key = webhook::subject_key(event.callee_id, &event.protocol_version);
                     for sub in subscriptions
                         .iter()
                         .filter(|s| s.wants(event.callee_id, kind))
                     {
-                        rows.push((sub.id, event.seq, kind, body.clone()));
+                        let before = previous.insert((sub.id.0, key.clone()), event.seq);
+                        let body = webhook::payload(kind, event, subject, before).to_string();
+                        rows.push(QueuedRow {
+                            subscription: sub.id,
+                            seq: event.seq,
+                            kind,
+                            subject: key.clone(),
+                            previous_seq: before,
+                            body,
+                        });
                     }
                 }
                 // Many rows per statement: an event for a thousand subscribers is a few round
-                // trips inside the ledger's transaction, not a thousand (9 binds a row keeps a
+                // trips inside the ledger's transaction, not a thousand (11 binds a row keeps a
                 // chunk within SQLite's 32,766).
                 for chunk in rows.chunks(1000) {
                     let mut insert = sqlx::QueryBuilder::<$db>::new(
                         "insert into deliveries (id, subscription_id, seq, event_type, payload, \
-                         status, attempts, next_attempt_at, created_at) ",
+                         status, attempts, next_attempt_at, created_at, subject, previous_seq) ",
                     );
-                    insert.push_values(chunk, |mut row, (sub, seq, kind, body)| {
+                    insert.push_values(chunk, |mut row, queued| {
                         row.push_bind(DeliveryId::new().0)
-                            .push_bind(sub.0)
-                            .push_bind(*seq)
-                            .push_bind(kind.as_str())
-                            .push_bind(body.as_str().to_string())
+                            .push_bind(queued.subscription.0)
+                            .push_bind(queued.seq)
+                            .push_bind(queued.kind.as_str())
+                            .push_bind(queued.body.clone())
                             .push_bind(DeliveryStatus::Pending.as_str())
                             .push_bind(0i32)
                             .push_bind(now)
-                            .push_bind(now);
+                            .push_bind(now)
+                            .push_bind(queued.subject.clone())
+                            .push_bind(queued.previous_seq);
                     });
                     insert.build().execute(&mut **self).await?;
                 }
@@ -190,22 +223,38 @@ macro_rules! impl_queue_deliveries {
     };
 }
 
+/// One delivery as queued.
+struct QueuedRow {
+    subscription: SubscriptionId,
+    seq: i64,
+    kind: EventType,
+    subject: String,
+    previous_seq: Option<i64>,
+    body: String,
+}
+
 impl_queue_deliveries!(sqlx::Postgres);
 impl_queue_deliveries!(sqlx::Sqlite);
 
-/// Ids of due deliveries: pending, their time come, not leased, and the earliest pending one of
-/// their subscription.
+/// Ids of due deliveries: pending, of an active subscription, their time come, not leased, and
+/// either the earliest pending one of their (subscription, subject) or held back long enough
+/// (created before `$5`, the hold-back cutoff).
 macro_rules! due_deliveries {
     () => {
-        "select d.id from deliveries d where d.status = 'pending' \
+        "select d.id from deliveries d join subscriptions s on s.id = d.subscription_id \
+         where d.status = 'pending' and s.status = 'active' \
          and d.next_attempt_at <= $1 and (d.lease_until is null or d.lease_until < $1) \
-         and not exists (select 1 from deliveries e where e.subscription_id = d.subscription_id \
-         and e.status = 'pending' and e.seq < d.seq) order by d.next_attempt_at limit $2"
+         and (d.created_at <= $5 or not exists (select 1 from deliveries e \
+         where e.subject = d.subject and e.subscription_id = d.subscription_id \
+         and e.status = 'pending' and e.seq < d.seq)) order by d.next_attempt_at limit $2"
     };
 }
 
 /// How an attempt ended, as stored.
 pub struct AttemptRecord {
+    /// Whose receiver was tried, and when: what its `failing_since` follows.
+    pub subscription: SubscriptionId,
+    pub attempted_at: Timestamp,
     pub status: DeliveryStatus,
     pub next_attempt_at: Timestamp,
     pub status_code: Option<i32>,
@@ -223,7 +272,7 @@ impl Store {
             sqlx::query(concat!(
                 "insert into subscriptions (",
                 subscription_columns!(),
-                ") values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)"
+                ") values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)"
             ))
             .bind(s.id.0)
             .bind(&s.url)
@@ -235,6 +284,7 @@ impl Store {
             .bind(s.previous_until)
             .bind(s.status.as_str())
             .bind(s.created_at)
+            .bind(s.failing_since)
             .execute(pool)
             .await
             .map(drop)
@@ -319,6 +369,37 @@ impl Store {
         touched(done)
     }
 
+    /// Sets a subscription's status; `NotFound` if there is none.
+    pub async fn set_subscription_status(
+        &self,
+        id: SubscriptionId,
+        status: SubscriptionStatus,
+    ) -> Result<(), StoreError> {
+        let done = dispatch!(self, |pool| {
+            sqlx::query("update subscriptions set status = $2 where id = $1")
+                .bind(id.0)
+                .bind(status.as_str())
+                .execute(pool)
+                .await
+                .map(|r| r.rows_affected())
+        })?;
+        touched(done)
+    }
+
+    /// Subscriptions whose receivers have failed every attempt since before `cutoff`.
+    pub async fn failing_subscriptions(&self, cutoff: Timestamp) -> Result<i64, StoreError> {
+        let (count,): (i64,) = dispatch!(self, |pool| {
+            sqlx::query_as(
+                "select count(*) from subscriptions where failing_since is not null \
+                 and failing_since <= $1",
+            )
+            .bind(cutoff)
+            .fetch_one(pool)
+            .await
+        })?;
+        Ok(count)
+    }
+
     pub async fn disable_subscription(&self, id: SubscriptionId) -> Result<(), StoreError> {
         dispatch!(self, |pool| {
             sqlx::query("update subscriptions set status = 'disabled' where id = $1")
@@ -387,6 +468,7 @@ impl Store {
         &self,
         owner: &str,
         now: Timestamp,
+        hold_cutoff: Timestamp,
         lease_until: Timestamp,
         limit: u32,
     ) -> Result<Vec<(Delivery, Subscription)>, StoreError> {
@@ -398,7 +480,7 @@ impl Store {
                 concat!(
                     "update deliveries set lease_owner = $3, lease_until = $4 where id in (",
                     due_deliveries!(),
-                    " for update skip locked)"
+                    " for update of d skip locked)"
                 )
             } else {
                 concat!(
@@ -412,6 +494,7 @@ impl Store {
                 .bind(i64::from(limit))
                 .bind(owner)
                 .bind(lease_until)
+                .bind(hold_cutoff)
                 .execute(&mut *tx)
                 .await?;
             let deliveries: Vec<DeliveryRow> = sqlx::query_as(concat!(
@@ -481,8 +564,39 @@ impl Store {
                 .execute(&mut *tx)
                 .await?;
             }
+            // A receiver is failing from its first failed attempt after a success until its
+            // next success.
+            for (subscription, ok) in receivers(attempts) {
+                let (query, at) = if ok {
+                    (
+                        "update subscriptions set failing_since = null where id = $1",
+                        None,
+                    )
+                } else {
+                    (
+                        "update subscriptions set failing_since = coalesce(failing_since, $2) \
+                         where id = $1",
+                        attempts.first().map(|(_, a)| a.attempted_at),
+                    )
+                };
+                let mut statement = sqlx::query(query).bind(subscription.0);
+                if at.is_some() {
+                    statement = statement.bind(at);
+                }
+                statement.execute(&mut *tx).await?;
+            }
             tx.commit().await?;
             Ok::<_, StoreError>(())
         })
     }
+}
+
+/// Per subscription in a batch of attempts: whether any succeeded.
+fn receivers(attempts: &[(DeliveryId, AttemptRecord)]) -> BTreeMap<SubscriptionId, bool> {
+    let mut outcome: BTreeMap<SubscriptionId, bool> = BTreeMap::new();
+    for (_, attempt) in attempts {
+        let ok = attempt.status == DeliveryStatus::Delivered;
+        *outcome.entry(attempt.subscription).or_default() |= ok;
+    }
+    outcome
 }

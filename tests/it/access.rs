@@ -51,6 +51,9 @@ const MATRIX: &[(&str, &str, Need)] = &[
     ("GET", "/v1/subscriptions/{id}", Need::Admin),
     ("DELETE", "/v1/subscriptions/{id}", Need::Admin),
     ("POST", "/v1/subscriptions/{id}/rotate-secret", Need::Admin),
+    ("POST", "/v1/subscriptions/{id}/pause", Need::Admin),
+    ("POST", "/v1/subscriptions/{id}/resume", Need::Admin),
+    ("POST", "/v1/subscriptions/{id}/test", Need::Admin),
     ("GET", "/v1/subscriptions/{id}/deliveries", Need::Admin),
     (
         "POST",

@@ -23,6 +23,10 @@ on_both_backends!(
     deliveries_are_signed_ordered_retried_with_one_id_and_verifiable,
     a_receiver_down_past_the_window_ends_failed_and_410_disables,
     a_delivery_cut_off_by_kill_9_is_made_after_the_restart,
+    a_refused_delivery_holds_its_subject_for_the_hold_back_only_and_no_other_subject,
+    a_receiver_down_for_20_s_gets_every_delivery_once_in_order,
+    retry_after_on_429_and_503_sets_the_next_attempt,
+    subscriptions_are_paused_resumed_tested_and_marked_failing,
 );
 
 /// One request the receiver got.
@@ -30,13 +34,29 @@ on_both_backends!(
 struct Received {
     headers: HashMap<String, String>,
     body: String,
+    at: std::time::Instant,
 }
 
-/// What the receiver shares with its handler: the log, and the statuses to answer with.
-type ReceiverState = (Arc<Mutex<Vec<Received>>>, Arc<Vec<u16>>);
+impl Received {
+    fn json(&self) -> Value {
+        serde_json::from_str(&self.body).unwrap()
+    }
+}
 
-/// A webhook receiver on loopback that answers each request with the next status of its
-/// script (the last one repeats) and records what it got.
+/// Answers request `n` with `script[n]`, the last status repeating.
+fn scripted(script: Vec<u16>) -> Policy {
+    Arc::new(move |n, _| (script[n.min(script.len() - 1)], None))
+}
+
+/// How a receiver answers request number `n` (from 0), given what it got: a status, and a
+/// `Retry-After` value to send with it.
+type Policy = Arc<dyn Fn(usize, &Received) -> (u16, Option<String>) + Send + Sync>;
+
+/// What the receiver shares with its handler: the log, and how to answer.
+type ReceiverState = (Arc<Mutex<Vec<Received>>>, Policy);
+
+/// A webhook receiver on loopback that answers each request as its policy says (by default,
+/// the next status of a script, the last one repeating) and records what it got.
 #[derive(Clone)]
 struct Receiver {
     url: String,
@@ -45,33 +65,45 @@ struct Receiver {
 
 impl Receiver {
     async fn start(script: Vec<u16>) -> Self {
+        Self::answering(scripted(script)).await
+    }
+
+    async fn answering(policy: Policy) -> Self {
         Self::bind(
             tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap(),
-            script,
+            policy,
         )
     }
 
-    fn bind(listener: tokio::net::TcpListener, script: Vec<u16>) -> Self {
+    fn bind(listener: tokio::net::TcpListener, policy: Policy) -> Self {
         let got: Arc<Mutex<Vec<Received>>> = Arc::default();
-        let state = (got.clone(), Arc::new(script));
+        let state = (got.clone(), policy);
         let app = Router::new()
             .route(
                 "/hook",
                 post(
-                    |State((got, script)): State<ReceiverState>,
+                    |State((got, policy)): State<ReceiverState>,
                      headers: HeaderMap,
                      body: Bytes| async move {
-                        let mut got = got.lock().unwrap();
-                        let n = got.len();
-                        got.push(Received {
+                        let received = Received {
                             headers: headers
                                 .iter()
                                 .map(|(k, v)| (k.to_string(), v.to_str().unwrap().to_string()))
                                 .collect(),
                             body: String::from_utf8(body.to_vec()).unwrap(),
-                        });
-                        let status = script[n.min(script.len() - 1)];
-                        StatusCode::from_u16(status).unwrap()
+                            at: std::time::Instant::now(),
+                        };
+                        let (status, retry_after) = {
+                            let mut got = got.lock().unwrap();
+                            let answer = policy(got.len(), &received);
+                            got.push(received);
+                            answer
+                        };
+                        let mut headers = HeaderMap::new();
+                        if let Some(value) = retry_after {
+                            headers.insert("retry-after", value.parse().unwrap());
+                        }
+                        (StatusCode::from_u16(status).unwrap(), headers)
                     },
                 ),
             )
@@ -87,7 +119,7 @@ impl Receiver {
             tokio::net::TcpListener::bind(("127.0.0.1", port))
                 .await
                 .unwrap(),
-            script,
+            scripted(script),
         )
     }
 
@@ -521,20 +553,340 @@ async fn two_replicas_deliver_each_event_once_per_subscription() {
             .map(|r| r.headers["webhook-id"].as_str())
             .collect();
         assert_eq!(ids.len(), got.len(), "a delivery reached {id} twice");
-        let seqs: Vec<i64> = got
-            .iter()
-            .map(|r| {
-                let body: Value = serde_json::from_str(&r.body).unwrap();
-                body["data"]["event"]["seq"].as_i64().unwrap()
-            })
-            .collect();
-        let mut sorted = seqs.clone();
-        sorted.sort_unstable();
-        sorted.dedup();
-        assert_eq!(
-            seqs, sorted,
-            "deliveries to {id} out of ledger order or repeated"
-        );
+        // In ledger order per subject; subjects do not wait for each other.
+        let mut by_subject: std::collections::BTreeMap<String, Vec<i64>> = Default::default();
+        for r in &got {
+            let event = &r.json()["data"]["event"];
+            by_subject
+                .entry(format!(
+                    "{}/{}",
+                    event["callee_id"], event["protocol_version"]
+                ))
+                .or_default()
+                .push(event["seq"].as_i64().unwrap());
+        }
+        for (subject, seqs) in by_subject {
+            let mut sorted = seqs.clone();
+            sorted.sort_unstable();
+            sorted.dedup();
+            assert_eq!(
+                seqs, sorted,
+                "deliveries to {id} about {subject} out of ledger order or repeated"
+            );
+        }
     }
     drop((a, b));
+}
+
+/// A server whose webhook settings `tune` adjusts.
+async fn server_with(
+    db: &TestDb,
+    tune: impl FnOnce(&mut cardgate::service::webhooks::WebhookSettings),
+) -> TestServer {
+    let mut settings = test_settings(db.target.clone());
+    settings.webhooks.poll = Duration::from_millis(50);
+    tune(&mut settings.webhooks);
+    TestServer::start_with(settings).await
+}
+
+/// Waits until the receiver holds a request whose body satisfies `found`; returns it.
+async fn wait_for(receiver: &Receiver, found: impl Fn(&Value) -> bool) -> Received {
+    for _ in 0..400 {
+        if let Some(r) = receiver.received().into_iter().find(|r| found(&r.json())) {
+            return r;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("never received; got {:#?}", receiver.received());
+}
+
+fn about(body: &Value, callee: &str, kind: &str) -> bool {
+    body["data"]["event"]["callee_id"] == callee && body["type"] == kind
+}
+
+async fn a_refused_delivery_holds_its_subject_for_the_hold_back_only_and_no_other_subject(
+    db: TestDb,
+) {
+    const HOLD_BACK: Duration = Duration::from_millis(1500);
+    let server = server_with(&db, |w| {
+        w.retry.first = Duration::from_millis(200);
+        w.retry.max = Duration::from_millis(400);
+        w.retry.hold_back = HOLD_BACK;
+    })
+    .await;
+    // The receiver refuses the first delivery it ever sees, every time it comes; it takes
+    // everything else.
+    let poisoned: Arc<Mutex<Option<String>>> = Arc::default();
+    let first = poisoned.clone();
+    let receiver = Receiver::answering(Arc::new(move |_, r: &Received| {
+        let id = r.headers["webhook-id"].clone();
+        let mut first = first.lock().unwrap();
+        let refused = first.get_or_insert(id.clone()) == &id;
+        (if refused { 400 } else { 204 }, None)
+    }))
+    .await;
+    let sub = subscribe(&server, json!({"url": receiver.url})).await["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+
+    let a = FakeAgent::start(FakeAgentConfig::default(), Behaviour::Conformant)
+        .await
+        .unwrap();
+    let callee_a = register(&server, &a.origin(), json!({})).await;
+    let created_a = wait_for(&receiver, |b| about(b, &callee_a, "subject.created")).await;
+    let created_seq = created_a.json()["data"]["event"]["seq"].as_i64().unwrap();
+
+    // Another subject is never held by it.
+    let b = FakeAgent::start(FakeAgentConfig::default(), Behaviour::Conformant)
+        .await
+        .unwrap();
+    let asked = std::time::Instant::now();
+    let callee_b = register(&server, &b.origin(), json!({})).await;
+    let created_b = wait_for(&receiver, |b| about(b, &callee_b, "subject.created")).await;
+    assert!(
+        created_b.at.duration_since(asked) < HOLD_BACK,
+        "another subject waited {:?}",
+        created_b.at.duration_since(asked)
+    );
+
+    // Subject A is promoted, then demoted: its news goes out once the hold-back has passed,
+    // with the gap marked, while the refused delivery keeps retrying.
+    let run = probe(&server, &callee_a, "1.0").await;
+    assert_eq!(run["verdict"]["passed"], true);
+    a.set_behaviour(Behaviour::NoTerminalTimestamp);
+    let run = probe(&server, &callee_a, "1.0").await;
+    let finished = std::time::Instant::now();
+    assert_eq!(crate::probes::events(&run), ["probe-finished", "demoted"]);
+    let demoted = wait_for(&receiver, |b| about(b, &callee_a, "subject.demoted")).await;
+    assert!(
+        demoted.at.duration_since(finished) < HOLD_BACK + Duration::from_secs(2),
+        "the demotion took {:?}",
+        demoted.at.duration_since(finished)
+    );
+    // Every delivered event about A names its predecessor; the first names the refused one,
+    // which the receiver never got: the gap is visible.
+    let delivered: Vec<Value> = receiver
+        .received()
+        .iter()
+        .filter(|r| r.headers["webhook-id"] != created_a.headers["webhook-id"])
+        .map(Received::json)
+        .filter(|b| b["data"]["event"]["callee_id"] == callee_a.as_str())
+        .collect();
+    let mut seqs: Vec<(i64, Option<i64>)> = delivered
+        .iter()
+        .map(|b| {
+            (
+                b["data"]["event"]["seq"].as_i64().unwrap(),
+                b["data"]["previous_seq"].as_i64(),
+            )
+        })
+        .collect();
+    seqs.sort();
+    seqs.dedup();
+    assert_eq!(seqs[0].1, Some(created_seq), "{seqs:?}");
+    for pair in seqs.windows(2) {
+        assert_eq!(pair[1].1, Some(pair[0].0), "{seqs:?}");
+    }
+    assert_eq!(
+        seqs.last().unwrap().0,
+        demoted.json()["data"]["event"]["seq"].as_i64().unwrap()
+    );
+    let refused = deliveries(&server, &sub)
+        .await
+        .into_iter()
+        .find(|d| d["seq"] == created_seq)
+        .unwrap();
+    assert_eq!(refused["status"], "pending", "{refused}");
+    assert!(refused["attempts"].as_i64().unwrap() >= 2, "{refused}");
+    server.stop().await;
+}
+
+async fn a_receiver_down_for_20_s_gets_every_delivery_once_in_order(db: TestDb) {
+    let server = server_with(&db, |w| {
+        w.retry.first = Duration::from_millis(200);
+        w.retry.max = Duration::from_secs(1);
+    })
+    .await;
+    // A port nobody listens on yet: every attempt is refused at connect.
+    let port = {
+        let probe = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        probe.local_addr().unwrap().port()
+    };
+    subscribe(
+        &server,
+        json!({"url": format!("http://127.0.0.1:{port}/hook")}),
+    )
+    .await;
+    let agent = FakeAgent::start(FakeAgentConfig::default(), Behaviour::Conformant)
+        .await
+        .unwrap();
+    let callee = register(&server, &agent.origin(), json!({})).await;
+    let run = probe(&server, &callee, "1.0").await;
+    assert_eq!(run["verdict"]["passed"], true);
+    tokio::time::sleep(Duration::from_secs(20)).await;
+
+    let receiver = Receiver::start_on(port, vec![204]).await;
+    let promoted = wait_for(&receiver, |b| about(b, &callee, "subject.promoted")).await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let got = receiver.received();
+    let seqs: Vec<i64> = got
+        .iter()
+        .map(|r| r.json()["data"]["event"]["seq"].as_i64().unwrap())
+        .collect();
+    let mut sorted = seqs.clone();
+    sorted.sort();
+    sorted.dedup();
+    assert_eq!(seqs, sorted, "once each, in ledger order");
+    assert_eq!(seqs.len(), 3, "created, probe finished, promoted: {seqs:?}");
+    assert_eq!(
+        *seqs.last().unwrap(),
+        promoted.json()["data"]["event"]["seq"].as_i64().unwrap()
+    );
+    server.stop().await;
+}
+
+async fn retry_after_on_429_and_503_sets_the_next_attempt(db: TestDb) {
+    // A backoff of a minute: only the receiver's Retry-After can bring an attempt back soon.
+    let server = server_with(&db, |w| {
+        w.retry.first = Duration::from_secs(60);
+        w.retry.max = Duration::from_secs(60);
+    })
+    .await;
+    let receiver = Receiver::answering(Arc::new(|n, _: &Received| match n {
+        0 => (503, Some("1".to_string())),
+        1 => (429, Some("2".to_string())),
+        _ => (204, None),
+    }))
+    .await;
+    subscribe(
+        &server,
+        json!({"url": receiver.url, "events": ["subject.created"]}),
+    )
+    .await;
+    let agent = FakeAgent::start(FakeAgentConfig::default(), Behaviour::Conformant)
+        .await
+        .unwrap();
+    register(&server, &agent.origin(), json!({})).await;
+    for _ in 0..200 {
+        if receiver.received().len() >= 3 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let got = receiver.received();
+    assert_eq!(got.len(), 3, "{got:#?}");
+    let waits: Vec<Duration> = got
+        .windows(2)
+        .map(|w| w[1].at.duration_since(w[0].at))
+        .collect();
+    assert!(
+        waits[0] >= Duration::from_millis(900) && waits[0] < Duration::from_secs(10),
+        "{waits:?}"
+    );
+    assert!(
+        waits[1] >= Duration::from_millis(1900) && waits[1] < Duration::from_secs(10),
+        "{waits:?}"
+    );
+    assert!(
+        got.iter()
+            .all(|r| r.headers["webhook-id"] == got[0].headers["webhook-id"])
+    );
+    server.stop().await;
+}
+
+async fn subscriptions_are_paused_resumed_tested_and_marked_failing(db: TestDb) {
+    let server = server_with(&db, |w| {
+        w.retry.first = Duration::from_millis(100);
+        w.retry.max = Duration::from_millis(200);
+        w.failing_after = Duration::from_secs(1);
+    })
+    .await;
+    let receiver = Receiver::start(vec![204]).await;
+    let sub = subscribe(&server, json!({"url": receiver.url})).await["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let (status, paused) = server
+        .post(&format!("/v1/subscriptions/{sub}/pause"), json!({}))
+        .await;
+    assert_eq!(
+        (status, &paused["status"]),
+        (200, &json!("paused")),
+        "{paused}"
+    );
+    let agent = FakeAgent::start(FakeAgentConfig::default(), Behaviour::Conformant)
+        .await
+        .unwrap();
+    let callee = register(&server, &agent.origin(), json!({})).await;
+    tokio::time::sleep(Duration::from_millis(800)).await;
+    assert!(
+        receiver.received().is_empty(),
+        "nothing goes out while paused"
+    );
+    let (status, resumed) = server
+        .post(&format!("/v1/subscriptions/{sub}/resume"), json!({}))
+        .await;
+    assert_eq!(
+        (status, &resumed["status"]),
+        (200, &json!("active")),
+        "{resumed}"
+    );
+    wait_for(&receiver, |b| about(b, &callee, "subject.created")).await;
+
+    // A test ping: signed, typed `ping`, not queued.
+    let (status, ping) = server
+        .post(&format!("/v1/subscriptions/{sub}/test"), json!({}))
+        .await;
+    assert_eq!(status, 200, "{ping}");
+    assert_eq!(
+        (&ping["delivered"], &ping["status_code"]),
+        (&json!(true), &json!(204))
+    );
+    let pinged = wait_for(&receiver, |b| b["type"] == "ping").await;
+    assert_eq!(pinged.headers["webhook-id"], ping["id"].as_str().unwrap());
+    assert!(pinged.headers["webhook-signature"].starts_with("v1,"));
+    let (status, missing) = server
+        .post(
+            &format!("/v1/subscriptions/{}/test", uuid::Uuid::new_v4()),
+            json!({}),
+        )
+        .await;
+    assert_eq!(status, 404, "{missing}");
+
+    // A receiver that fails everything for longer than the threshold is `failing`.
+    let broken = Receiver::start(vec![500]).await;
+    let failing = subscribe(&server, json!({"url": broken.url})).await["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    probe(&server, &callee, "1.0").await;
+    let mut health = Value::Null;
+    for _ in 0..100 {
+        let (_, view) = server.get(&format!("/v1/subscriptions/{failing}")).await;
+        health = view["health"].clone();
+        if health == "failing" {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(health, "failing");
+    let (_, healthy) = server.get(&format!("/v1/subscriptions/{sub}")).await;
+    assert_eq!(healthy["health"], "healthy", "{healthy}");
+    let metrics = server
+        .client
+        .get(server.url("/metrics"))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        metrics
+            .lines()
+            .any(|l| l == "cardgate_webhook_subscriptions_failing 1"),
+        "{metrics}"
+    );
+    server.stop().await;
 }
