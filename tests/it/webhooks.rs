@@ -873,20 +873,9 @@ async fn subscriptions_are_paused_resumed_tested_and_marked_failing(db: TestDb) 
     assert_eq!(health, "failing");
     let (_, healthy) = server.get(&format!("/v1/subscriptions/{sub}")).await;
     assert_eq!(healthy["health"], "healthy", "{healthy}");
-    let metrics = server
-        .client
-        .get(server.url("/metrics"))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
-    assert!(
-        metrics
-            .lines()
-            .any(|l| l == "cardgate_webhook_subscriptions_failing 1"),
-        "{metrics}"
-    );
+    let metrics = reqwest::get(server.url("/metrics")).await.unwrap();
+    let metrics = metrics.text().await.unwrap();
+    let line = "cardgate_webhook_subscriptions_failing 1";
+    assert!(metrics.lines().any(|l| l == line), "{metrics}");
     server.stop().await;
 }
