@@ -11,7 +11,7 @@ use tonic::{Code, Request, Response, Status};
 use super::{Reply, Shared, StreamItem, call, tokio_stream_from};
 use crate::remote::grpc::proto::{
     CancelTaskRequest, GetTaskRequest, SendMessageRequest, SendMessageResponse, StreamResponse,
-    Task, TaskPushNotificationConfig,
+    SubscribeToTaskRequest, Task, TaskPushNotificationConfig,
     a2a_service_server::{A2aService, A2aServiceServer},
 };
 use crate::remote::grpc::rpc;
@@ -49,6 +49,29 @@ impl GrpcAgent {
             Reply::Unavailable => Err(Status::internal("push store unavailable")),
             Reply::Events(_) => Err(Status::internal("a stream where one answer was due")),
         }
+    }
+
+    /// A server-streaming method answered from the JSON agent's reply to `method`.
+    async fn streamed<In: serde::Serialize>(
+        &self,
+        method: &str,
+        request: Request<In>,
+    ) -> Result<Response<Events>, Status> {
+        let params = params(&request)?;
+        let events: Events = match call(self.0.clone(), method, &params, true).await {
+            Reply::Events(rx) => Box::pin(tokio_stream_from(rx).filter_map(|item| async {
+                match item {
+                    StreamItem::Event(value) => Some(message::<StreamResponse>(value)),
+                    // Bytes that are no protobuf cannot pass through a typed stream.
+                    StreamItem::Malformed => None,
+                }
+            })),
+            // `StreamingPlainJson`: the whole task at once, as a stream of one.
+            Reply::Result(value) => Box::pin(futures::stream::iter([message(value)])),
+            Reply::Error(code, text) => return Err(status(code, text)),
+            Reply::Unavailable => return Err(Status::internal("unavailable")),
+        };
+        Ok(Response::new(events))
     }
 }
 
@@ -114,22 +137,16 @@ impl A2aService for GrpcAgent {
         &self,
         request: Request<SendMessageRequest>,
     ) -> Result<Response<Events>, Status> {
-        let params = params(&request)?;
-        let events: Events = match call(self.0.clone(), "SendStreamingMessage", &params, true).await
-        {
-            Reply::Events(rx) => Box::pin(tokio_stream_from(rx).filter_map(|item| async {
-                match item {
-                    StreamItem::Event(value) => Some(message::<StreamResponse>(value)),
-                    // Bytes that are no protobuf cannot pass through a typed stream.
-                    StreamItem::Malformed => None,
-                }
-            })),
-            // `StreamingPlainJson`: the whole task at once, as a stream of one.
-            Reply::Result(value) => Box::pin(futures::stream::iter([message(value)])),
-            Reply::Error(code, text) => return Err(status(code, text)),
-            Reply::Unavailable => return Err(Status::internal("unavailable")),
-        };
-        Ok(Response::new(events))
+        self.streamed("SendStreamingMessage", request).await
+    }
+
+    type SubscribeToTaskStream = Events;
+
+    async fn subscribe_to_task(
+        &self,
+        request: Request<SubscribeToTaskRequest>,
+    ) -> Result<Response<Events>, Status> {
+        self.streamed("SubscribeToTask", request).await
     }
 
     async fn get_task(&self, request: Request<GetTaskRequest>) -> Result<Response<Task>, Status> {

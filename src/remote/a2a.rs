@@ -13,7 +13,7 @@ use serde_json::{Value, json};
 use tokio::time::Instant;
 use url::Url;
 
-use super::grpc::{self, CallStatus, GrpcEvents, GrpcTransport, Reply, StreamBounds};
+use super::grpc::{self, CallStatus, GrpcEvents, GrpcTransport, Reply, StreamBounds, StreamKind};
 use super::sse::{Frame, SseLimits, SseReader, StreamStop};
 use super::{FetchError, Outbound, read_capped};
 use crate::domain::time::{self, Timestamp};
@@ -422,29 +422,25 @@ impl A2aClient {
     pub async fn stream(&mut self, step: &str, out: &Outgoing<'_>, deadline: Instant) -> Streamed {
         let params = self.message(out);
         if self.wire == Wire::GrpcV1 {
-            return self.stream_grpc(step, params, deadline).await;
+            return self
+                .stream_grpc(step, StreamKind::SendStreamingMessage, params, deadline)
+                .await;
         }
         self.open_stream(step, &Op::Stream, params, deadline).await
     }
 
     /// SubscribeToTask / tasks/resubscribe (HTTP+JSON `GET /tasks/{id}:subscribe`, as the
     /// proto routes it; both SDKs accept GET and POST). The caller reads the frames within
-    /// `deadline`. `None` on a binding this client does not resubscribe over (gRPC: the
-    /// project's proto does not carry the method yet).
-    pub async fn subscribe(
-        &mut self,
-        step: &str,
-        task_id: &str,
-        deadline: Instant,
-    ) -> Option<Streamed> {
+    /// `deadline`.
+    pub async fn subscribe(&mut self, step: &str, task_id: &str, deadline: Instant) -> Streamed {
+        let params = json!({ "id": task_id });
         if self.wire == Wire::GrpcV1 {
-            return None;
+            return self
+                .stream_grpc(step, StreamKind::SubscribeToTask, params, deadline)
+                .await;
         }
         let op = Op::Subscribe(task_id.to_string());
-        Some(
-            self.open_stream(step, &op, json!({ "id": task_id }), deadline)
-                .await,
-        )
+        self.open_stream(step, &op, params, deadline).await
     }
 
     /// Whether an error answer is the binding's form of `TaskNotCancelableError`: JSON-RPC
@@ -528,10 +524,16 @@ impl A2aClient {
         }
     }
 
-    /// `SendStreamingMessage` over gRPC: the stream once its response headers arrived, or
-    /// the status that refused it, within the call timeout.
-    async fn stream_grpc(&mut self, step: &str, params: Value, deadline: Instant) -> Streamed {
-        let method = format!("{}/SendStreamingMessage", grpc::SERVICE);
+    /// A server stream over gRPC: the stream once its response headers arrived, or the status
+    /// that refused it, within the call timeout.
+    async fn stream_grpc(
+        &mut self,
+        step: &str,
+        kind: StreamKind,
+        params: Value,
+        deadline: Instant,
+    ) -> Streamed {
+        let method = format!("{}/{}", grpc::SERVICE, kind.name());
         let call = self.open_exchange(step, method, self.url.to_string(), Some(&params));
         let started = Instant::now();
         let transport = match self.grpc_transport() {
@@ -544,7 +546,7 @@ impl A2aClient {
         let timeout = self.call_timeout();
         let opened = tokio::time::timeout(
             timeout,
-            transport.stream(&params, self.limits.max_event_bytes),
+            transport.stream(kind, &params, self.limits.max_event_bytes),
         )
         .await;
         match opened {

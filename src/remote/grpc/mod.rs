@@ -309,18 +309,28 @@ impl GrpcTransport {
         }
     }
 
-    /// Opens `SendStreamingMessage`: the stream's events, or the status that refused it.
+    /// Opens a server stream, `SendStreamingMessage` or `SubscribeToTask`: its events, or the
+    /// status that refused it.
     pub async fn stream(
         &self,
+        kind: StreamKind,
         params: &Value,
         max_message: usize,
     ) -> Result<(GrpcEvents, CallStatus), Reply> {
-        let message = decode::<proto::SendMessageRequest>(params).map_err(Reply::Unsendable)?;
-        match self
-            .client(max_message)
-            .send_streaming_message(self.request(message))
-            .await
-        {
+        let mut client = self.client(max_message);
+        let opened = match kind {
+            StreamKind::SendStreamingMessage => {
+                let message =
+                    decode::<proto::SendMessageRequest>(params).map_err(Reply::Unsendable)?;
+                client.send_streaming_message(self.request(message)).await
+            }
+            StreamKind::SubscribeToTask => {
+                let message =
+                    decode::<proto::SubscribeToTaskRequest>(params).map_err(Reply::Unsendable)?;
+                client.subscribe_to_task(self.request(message)).await
+            }
+        };
+        match opened {
             Ok(response) => {
                 let status = CallStatus::ok(response.metadata());
                 self.count(&status);
@@ -331,6 +341,22 @@ impl GrpcTransport {
                 self.count(&status);
                 Err(Reply::Status(status))
             }
+        }
+    }
+}
+
+/// The server-streaming methods the probe calls.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StreamKind {
+    SendStreamingMessage,
+    SubscribeToTask,
+}
+
+impl StreamKind {
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::SendStreamingMessage => "SendStreamingMessage",
+            Self::SubscribeToTask => "SubscribeToTask",
         }
     }
 }

@@ -460,18 +460,11 @@ impl<'a> Cycle<'a> {
             .deadline
             .min(Instant::now() + self.settings.resubscribe_wait);
         let started = Instant::now();
-        let Some(streamed) = self
+        match self
             .client
             .subscribe("ended: resubscribe", task_id, deadline)
             .await
-        else {
-            return EndedResubscribe::NotTried {
-                reason:
-                    "cardgate does not resubscribe over this binding yet (gRPC SubscribeToTask)"
-                        .into(),
-            };
-        };
-        match streamed {
+        {
             Streamed::Plain { answer, .. } => match answer {
                 Answer::Error { code, message } => {
                     self.step(format!("  resubscription refused: {code}: {message}"));
