@@ -48,7 +48,13 @@ const VERIFY_PAGE: u32 = 1000;
 /// Walks the chain from the first event and reports the first broken link, if any; rebuilds
 /// the Merkle tree as it goes and compares it with the stored tree and every recorded
 /// checkpoint; then compares each subject's stored head with its newest event.
+///
+/// It judges one state while writers append: the walk stops at the head the stored tree had
+/// when it began (`bound`, reported as `head_seq`), and what moved on meanwhile (a checkpoint
+/// recorded, a subject appended to after `bound`) is not compared with a chain that does not
+/// reach it. What no later append explains (past the tree's size at the end) still is.
 pub async fn verify(store: &Store) -> Result<VerifyReport, ServiceError> {
+    let bound = store.tree_size().await?;
     let mut verifier = ChainVerifier::default();
     let mut frontier = Frontier::default();
     let mut heads: HashMap<(CalleeId, String), (i64, String)> = HashMap::new();
@@ -60,6 +66,9 @@ pub async fn verify(store: &Store) -> Result<VerifyReport, ServiceError> {
         let Some(last) = page.last() else { break None };
         after = last.seq;
         for event in &page {
+            if frontier.size() == bound {
+                break 'walk None;
+            }
             if let Err(broken) = verifier.check(event) {
                 break 'walk Some(broken);
             }
@@ -74,11 +83,11 @@ pub async fn verify(store: &Store) -> Result<VerifyReport, ServiceError> {
         }
     };
     let checkpoints_checked = checkpoints.checked;
-    checkpoints.beyond(frontier.size(), &mut problems).await?;
+    let beyond = checkpoints.next().await?.map(|cp| cp.tree_size);
 
-    let stored_tree_size = store.tree_size().await?;
-    let stored_root = if stored_tree_size == frontier.size() {
-        let plan = Plan::root(stored_tree_size);
+    // The stored tree as it stood at `bound` (its nodes never change once written).
+    let stored_root = if bound == frontier.size() {
+        let plan = Plan::root(bound);
         let ids: Vec<_> = plan.nodes().into_iter().collect();
         plan.resolve(&store.merkle_nodes(&ids).await?)
             .ok()
@@ -89,14 +98,33 @@ pub async fn verify(store: &Store) -> Result<VerifyReport, ServiceError> {
     let matches = stored_root == Some(frontier.root());
     if !matches {
         problems.push(format!(
-            "the stored Merkle tree ({stored_tree_size} leaves) does not match the tree of the \
+            "the stored Merkle tree ({bound} leaves) does not match the tree of the \
              verified chain ({} leaves)",
             frontier.size()
         ));
     }
 
-    let subjects_checked = check_subjects(store, &heads, &mut problems).await?;
     let (head_seq, head_hash) = verifier.head();
+    let (subjects_checked, moved_on) =
+        check_subjects(store, &heads, head_seq, &mut problems).await?;
+    // Read last: every checkpoint and subject head read above was written at or below it, so
+    // what lies past it was not written by an append.
+    let now = store.tree_size().await?;
+    if let Some(size) = beyond.filter(|&size| size <= bound || size > now) {
+        problems.push(format!(
+            "a checkpoint was recorded at tree size {size} but the verified ledger has only {} \
+             events: its tail is missing",
+            frontier.size()
+        ));
+    }
+    for (callee, version, last_seq) in moved_on {
+        if u64::try_from(last_seq).is_ok_and(|seq| seq > now) {
+            problems.push(format!(
+                "subject {callee} {version} says its newest event is seq {last_seq}, past the \
+                 ledger's {now} events"
+            ));
+        }
+    }
     Ok(VerifyReport {
         ok: first_broken.is_none() && problems.is_empty(),
         checked: verifier.checked(),
@@ -106,7 +134,7 @@ pub async fn verify(store: &Store) -> Result<VerifyReport, ServiceError> {
         merkle: MerkleCheck {
             tree_size: frontier.size(),
             root_hash: frontier.root(),
-            stored_tree_size,
+            stored_tree_size: bound,
             matches,
         },
         checkpoints_checked,
@@ -170,27 +198,20 @@ impl<'a> Checkpoints<'a> {
         }
         Ok(())
     }
-
-    /// Checkpoints larger than the verified ledger: events they covered are gone.
-    async fn beyond(&mut self, size: u64, problems: &mut Vec<String>) -> Result<(), ServiceError> {
-        if let Some(cp) = self.next().await? {
-            problems.push(format!(
-                "a checkpoint was recorded at tree size {} but the verified ledger has only {size} \
-                 events: its tail is missing",
-                cp.tree_size
-            ));
-        }
-        Ok(())
-    }
 }
 
-/// Compares each stored subject's head with its newest event in the chain.
+/// Compares each stored subject's head with its newest event in the chain verified up to
+/// `head_seq`, a page of callees at a time. A subject whose head lies past `head_seq` may have
+/// been appended to meanwhile: it is returned, to be judged against the ledger's size once
+/// every head has been read.
 async fn check_subjects(
     store: &Store,
     heads: &HashMap<(CalleeId, String), (i64, String)>,
+    head_seq: i64,
     problems: &mut Vec<String>,
-) -> Result<u64, ServiceError> {
+) -> Result<(u64, Vec<(CalleeId, String, i64)>), ServiceError> {
     let mut checked = 0;
+    let mut moved_on = Vec::new();
     let mut after = None;
     loop {
         let ids = store.callee_ids(after, VERIFY_PAGE).await?;
@@ -199,23 +220,26 @@ async fn check_subjects(
         };
         after = Some(to);
         for subject in store.subjects_between(from, to).await? {
+            let version = subject.protocol_version.to_string();
+            if subject.last_seq > head_seq {
+                moved_on.push((subject.callee_id, version, subject.last_seq));
+                continue;
+            }
             checked += 1;
-            let key = (subject.callee_id, subject.protocol_version.to_string());
-            let stored = (subject.last_seq, subject.last_hash.clone());
-            match heads.get(&key) {
-                Some(head) if *head == stored => {}
+            match heads.get(&(subject.callee_id, version.clone())) {
+                Some((seq, hash)) if *seq == subject.last_seq && *hash == subject.last_hash => {}
                 Some((seq, _)) => problems.push(format!(
-                    "subject {} {} says its newest event is seq {}, the chain says {seq}",
-                    key.0, key.1, stored.0
+                    "subject {} {version} says its newest event is seq {}, the chain says {seq}",
+                    subject.callee_id, subject.last_seq
                 )),
                 None => problems.push(format!(
-                    "subject {} {} has no event in the verified chain",
-                    key.0, key.1
+                    "subject {} {version} has no event in the verified chain",
+                    subject.callee_id
                 )),
             }
         }
     }
-    Ok(checked)
+    Ok((checked, moved_on))
 }
 
 /// Events in ledger order after `after`, of one callee or of all.

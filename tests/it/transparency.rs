@@ -18,6 +18,7 @@ use crate::support::{TestDb, TestServer, error_code, on_both_backends, test_sett
 
 on_both_backends!(
     receipts_proofs_and_checkpoints_verify_independently,
+    verify_under_concurrent_writers_reports_nothing_that_is_not_there,
     a_deleted_tail_is_caught,
     an_edited_event_is_caught_though_the_chain_was_rehashed,
     a_rewritten_suffix_is_caught,
@@ -239,6 +240,42 @@ async fn register_agents(
         ids.push(created["id"].as_str().unwrap().to_string());
     }
     ids
+}
+
+/// `GET /v1/ledger/verify` polled while four writers append (registrations, checkpoints every
+/// second) judges one state each time: never a problem that is not there.
+async fn verify_under_concurrent_writers_reports_nothing_that_is_not_there(db: TestDb) {
+    let mut settings = test_settings(db.target.clone());
+    settings.schedule.checkpoint = "* * * * * *".into();
+    let server = std::sync::Arc::new(TestServer::start_with(settings).await);
+    let agents = std::sync::Arc::new(CardServer::start().await);
+    let writers: Vec<_> = (0..4)
+        .map(|w| {
+            let (server, agents) = (server.clone(), agents.clone());
+            tokio::spawn(async move { register_agents(&server, &agents, w * 100, 12).await })
+        })
+        .collect();
+    let mut polls = 0;
+    let mut heads = Vec::new();
+    while !writers.iter().all(|w| w.is_finished()) {
+        let (status, verify) = server.get("/v1/ledger/verify").await;
+        assert_eq!(status, 200, "{verify}");
+        assert_eq!(verify["ok"], true, "poll {polls}: {verify:#}");
+        heads.push(verify["head_seq"].as_i64().unwrap());
+        polls += 1;
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    for writer in writers {
+        assert_eq!(writer.await.unwrap().len(), 12);
+    }
+    assert!(
+        polls >= 3,
+        "the writers finished before verify was polled enough ({polls})"
+    );
+    assert!(heads.windows(2).all(|w| w[0] <= w[1]), "{heads:?}");
+    let (_, verify) = server.get("/v1/ledger/verify").await;
+    assert_eq!(verify["ok"], true, "{verify:#}");
+    assert_eq!(verify["subjects_checked"], 48, "{verify:#}");
 }
 
 async fn cardgate(args: &[&str]) -> (i32, String) {
