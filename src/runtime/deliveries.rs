@@ -1,5 +1,7 @@
-//! Sends webhook deliveries: whenever the read model applies a change (new events may have
-//! queued deliveries) and on a short poll (retries come due), until shutdown.
+//! Sends webhook deliveries: whenever a use case commits here or the read model applies a
+//! change from elsewhere (new events may have queued deliveries), right after a round that
+//! sent something (a finished delivery may free the next one about its subject), and on a
+//! short poll (retries come due), until shutdown.
 
 use tokio_util::sync::CancellationToken;
 
@@ -16,8 +18,9 @@ pub async fn run(services: Services, owner: String, stop: CancellationToken) {
                 0
             }
         };
-        // A full batch means more may be due right away.
-        if sent >= services.webhooks.batch as usize {
+        // More may be due right away: a full batch left some behind, and a finished delivery
+        // frees the next one about its subject. An empty round ends the run.
+        if sent > 0 {
             continue;
         }
         tokio::select! {

@@ -133,7 +133,7 @@ pub async fn register(
         Err(StoreError::Conflict(_)) => return Err(conflict(&callee.card_url)),
         other => other?,
     };
-    services.view.sync().await;
+    services.committed().await;
     if !probes.is_empty() {
         services.wake.notify_one();
     }
@@ -380,7 +380,7 @@ async fn record_refresh(
         probes: &probes,
     };
     let appended = services.store.record_refresh(&record, now).await?;
-    services.view.sync().await;
+    services.committed().await;
     if decided.status == FetchStatus::Failed {
         tracing::warn!(callee.id = %callee_id, failures = fetch.failures, next = ?fetch.next_at,
             "card of {callee_id} could not be fetched: {}", decided.error.as_deref().unwrap_or(""));
@@ -604,7 +604,7 @@ pub async fn get(services: &Services, id: CalleeId) -> Result<CalleeDetail, Serv
     let store = &services.store;
     let callee = store.callee(id).await.map_err(no_callee(id))?;
     let detail = detail(store, callee).await?;
-    services.view.sync().await;
+    services.committed().await;
     Ok(detail)
 }
 

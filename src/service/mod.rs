@@ -65,6 +65,15 @@ impl Services {
     pub fn wake_deliveries(&self) {
         self.deliveries.notify_one();
     }
+
+    /// What every use case does after its write commits: the read model catches up (a
+    /// caller reads its own write), and the webhook sender looks for deliveries at once
+    /// rather than at its next poll (appends queue them in the same transaction).
+    pub async fn committed(&self) {
+        // Deliveries do not wait on the read model: the sender starts while it catches up.
+        self.wake_deliveries();
+        self.view.sync().await;
+    }
 }
 
 /// Why a use case failed, in terms a caller can act on. Storage failures are interpreted

@@ -57,7 +57,7 @@ pub async fn submit(
         .record_report(&draft, now)
         .await
         .map_err(ServiceError::missing(no_subject(callee_id, version)))?;
-    services.view.sync().await;
+    services.committed().await;
     Ok((stored, appended.last().map(|(event, _)| event.seq)))
 }
 

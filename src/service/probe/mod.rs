@@ -551,7 +551,7 @@ async fn record(
             services.now(),
         )
         .await?;
-    services.view.sync().await;
+    services.committed().await;
     let kinds: Vec<&str> = appended.iter().map(|(e, _)| e.kind.as_str()).collect();
     tracing::info!(
         probe_run.id = %run.id, passed = judgement.verdict.passed, events = ?kinds,
@@ -596,7 +596,7 @@ pub async fn get(services: &Services, id: ProbeRunId) -> Result<ProbeRun, Servic
         .await
         .map_err(ServiceError::missing(Missing::ProbeRun(id)))?;
     if run.finished_at().is_some() {
-        services.view.sync().await;
+        services.committed().await;
     }
     Ok(run)
 }
