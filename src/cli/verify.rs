@@ -1,5 +1,6 @@
-//! Offline verification: `cardgate verify` checks a kept decision receipt (and, with a proof,
-//! that its evidence is in its checkpoint); `cardgate verify-ledger` checks that a later
+//! Offline verification: `cardgate verify` checks a kept decision receipt or, with
+//! `--attestation`, an in-toto attestation (and, with a proof, that its ledger event is in its
+//! checkpoint); `cardgate verify-ledger` checks that a later
 //! checkpoint extends an earlier one; `cardgate signing-key` shows and rotates the key.
 //!
 //! Nothing here trusts the registry beyond its published key set: every check is a signature
@@ -12,6 +13,7 @@ use std::process::ExitCode;
 use anyhow::Context;
 use clap::{Args, Subcommand};
 
+use crate::domain::attestation::{self, Envelope};
 use crate::domain::checkpoint::Checkpoint;
 use crate::domain::merkle;
 use crate::domain::receipt::ReceiptPayload;
@@ -24,12 +26,18 @@ use crate::service::transparency;
 #[derive(Debug, Clone, Args)]
 pub struct VerifyArgs {
     /// The receipt: the JSON `GET /v1/trust?...&receipt=true` answered, or the bare JWS.
-    pub receipt: PathBuf,
+    #[arg(required_unless_present = "attestation")]
+    pub receipt: Option<PathBuf>,
+    /// Instead of a receipt: an attestation (the DSSE envelope
+    /// `GET /v1/callees/{id}/subjects/{version}/attestation` answered).
+    #[arg(long, conflicts_with = "receipt")]
+    pub attestation: Option<PathBuf>,
     /// The registry's key set, as served at `/.well-known/jwks.json`.
     #[arg(long)]
     pub jwks: PathBuf,
-    /// An inclusion proof of the decision's evidence in the receipt's checkpoint, as served by
-    /// `GET /v1/ledger/proof?seq=<evidence.ledger_seq>&tree_size=<checkpoint.tree_size>`.
+    /// An inclusion proof of the ledger event in the checkpoint, as served by
+    /// `GET /v1/ledger/proof?seq=<seq>&tree_size=<checkpoint.tree_size>` (the receipt's
+    /// `evidence.ledger_seq`, or the attestation's `predicate.ledger.seq`).
     #[arg(long)]
     pub proof: Option<PathBuf>,
 }
@@ -106,18 +114,83 @@ fn read_json<T: serde::de::DeserializeOwned>(path: &Path, what: &str) -> anyhow:
     serde_json::from_str(&text).with_context(|| format!("parsing the {what} {}", path.display()))
 }
 
+/// The keys of a key set, each checked to be an Ed25519 key.
+fn public_keys(jwks: &Jwks) -> anyhow::Result<Vec<PublicKey>> {
+    jwks.keys
+        .iter()
+        .map(|k| k.public_key())
+        .collect::<Result<_, _>>()
+        .context("the key set")
+}
+
 fn refuted(message: impl Into<String>) -> anyhow::Error {
     Refuted(message.into()).into()
 }
 
 pub fn verify_receipt(args: VerifyArgs) -> ExitCode {
-    exit(check_receipt(&args))
+    match (&args.attestation, &args.receipt) {
+        (Some(attestation), _) => exit(check_attestation(attestation, &args)),
+        (None, Some(receipt)) => exit(check_receipt(receipt, &args)),
+        (None, None) => exit(Err(anyhow::anyhow!("name a receipt or --attestation"))),
+    }
 }
 
-fn check_receipt(args: &VerifyArgs) -> anyhow::Result<String> {
+/// An attestation: the DSSE signature by a key of the set, the statement's types, the
+/// checkpoint note its predicate carries (signed by the same key set, and saying the same tree),
+/// and with `--proof` the ledger event's inclusion in that tree.
+fn check_attestation(path: &Path, args: &VerifyArgs) -> anyhow::Result<String> {
     let jwks: Jwks = read_json(&args.jwks, "key set")?;
-    let text = std::fs::read_to_string(&args.receipt)
-        .with_context(|| format!("reading the receipt {}", args.receipt.display()))?;
+    let envelope: Envelope = read_json(path, "attestation")?;
+    let statement = envelope.open(&jwks).map_err(refuted)?;
+    let (seq, _, checkpoint) = attestation::ledger_position(&statement).map_err(refuted)?;
+    let keys = public_keys(&jwks)?;
+    let note = statement.predicate["checkpoint_note"]
+        .as_str()
+        .ok_or_else(|| refuted("the predicate carries no checkpoint note"))?;
+    let signed =
+        Checkpoint::open(note, &keys).map_err(|e| refuted(format!("the checkpoint note: {e}")))?;
+    if signed.tree_size != checkpoint.tree_size
+        || checkpoint.root().map_err(refuted)? != signed.root_hash
+        || signed.origin != checkpoint.origin
+    {
+        return Err(refuted(
+            "the checkpoint note says another tree than the predicate",
+        ));
+    }
+    let p = &statement.predicate;
+    let mut summary = format!(
+        "attestation verified: callee {} protocol {} is {} (issued {} by {}); about {}; \
+         ledger event {seq} in checkpoint {} at tree size {}",
+        p["callee_id"].as_str().unwrap_or("?"),
+        p["protocol_version"].as_str().unwrap_or("?"),
+        p["gate_state"].as_str().unwrap_or("?"),
+        p["issued_at"].as_str().unwrap_or("?"),
+        checkpoint.origin,
+        statement
+            .subject
+            .iter()
+            .map(|s| format!("{} (sha256 {})", s.name, s.digest.sha256))
+            .collect::<Vec<_>>()
+            .join(", "),
+        checkpoint.root_hash,
+        checkpoint.tree_size,
+    );
+    if let Some(path) = &args.proof {
+        let proof: InclusionProofView = read_json(path, "inclusion proof")?;
+        let path_hashes = decode_all(&proof.audit_path).map_err(anyhow::Error::msg)?;
+        attestation::check_inclusion(&statement, proof.leaf_index, proof.tree_size, &path_hashes)
+            .map_err(refuted)?;
+        summary.push_str(&format!(
+            "\nevidence verified: ledger event {seq} is in the checkpoint's tree"
+        ));
+    }
+    Ok(summary)
+}
+
+fn check_receipt(receipt: &Path, args: &VerifyArgs) -> anyhow::Result<String> {
+    let jwks: Jwks = read_json(&args.jwks, "key set")?;
+    let text = std::fs::read_to_string(receipt)
+        .with_context(|| format!("reading the receipt {}", receipt.display()))?;
     // Either the whole answer (then it must be what was signed) or the bare JWS.
     let (jws, answer) = match serde_json::from_str::<serde_json::Value>(&text) {
         Ok(serde_json::Value::Object(mut answer)) => {
@@ -184,12 +257,7 @@ fn open_checkpoint(path: &Path, keys: &[PublicKey]) -> anyhow::Result<Checkpoint
 
 async fn check_ledger(args: &VerifyLedgerArgs) -> anyhow::Result<String> {
     let jwks: Jwks = read_json(&args.jwks, "key set")?;
-    let keys: Vec<PublicKey> = jwks
-        .keys
-        .iter()
-        .map(|k| k.public_key())
-        .collect::<Result<_, _>>()
-        .context("the key set")?;
+    let keys = public_keys(&jwks)?;
     let from = open_checkpoint(&args.from, &keys)?;
     let to = open_checkpoint(&args.to, &keys)?;
     if from.origin != to.origin {

@@ -2,6 +2,7 @@
 //! with `now` passed in, so every rule of the trust model is unit-testable.
 
 pub mod apikey;
+pub mod attestation;
 pub mod binding;
 pub mod callee;
 pub mod capability;

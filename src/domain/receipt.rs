@@ -70,20 +70,35 @@ impl ReceiptPayload {
         let (seq, hash) = self
             .evidence()
             .ok_or("the decision names no ledger event to prove")?;
+        self.checkpoint
+            .check_inclusion(seq, hash, leaf_index, tree_size, path)
+    }
+}
+
+impl ReceiptCheckpoint {
+    /// Checks an inclusion proof of ledger event `seq` (chain hash `hash`) in this checkpoint.
+    pub fn check_inclusion(
+        &self,
+        seq: u64,
+        hash: &str,
+        leaf_index: u64,
+        tree_size: u64,
+        path: &[Hash],
+    ) -> Result<(), String> {
         if seq == 0 || leaf_index != seq - 1 {
             return Err(format!(
-                "the proof is for leaf {leaf_index}, the evidence is seq {seq} (leaf {})",
+                "the proof is for leaf {leaf_index}, the event is seq {seq} (leaf {})",
                 seq.saturating_sub(1)
             ));
         }
-        if tree_size != self.checkpoint.tree_size {
+        if tree_size != self.tree_size {
             return Err(format!(
-                "the proof is for tree size {tree_size}, the receipt's checkpoint has {}",
-                self.checkpoint.tree_size
+                "the proof is for tree size {tree_size}, the checkpoint has {}",
+                self.tree_size
             ));
         }
-        let leaf = merkle::event_leaf(hash).map_err(|e| format!("the evidence hash: {e}"))?;
-        merkle::verify_inclusion(leaf_index, tree_size, &leaf, path, &self.checkpoint.root()?)
+        let leaf = merkle::event_leaf(hash).map_err(|e| format!("the event hash: {e}"))?;
+        merkle::verify_inclusion(leaf_index, tree_size, &leaf, path, &self.root()?)
             .map_err(|e| e.to_string())
     }
 }

@@ -22,6 +22,7 @@ use crate::runtime::schedule::{ScheduleSettings, Ticks};
 use crate::service::Services;
 
 pub mod access;
+pub mod attestations;
 pub mod auth;
 pub mod callees;
 pub mod cards;
@@ -310,6 +311,7 @@ fn api() -> OpenApiRouter<ApiState> {
         .routes(routes!(transparency::get_inclusion_proof))
         .routes(routes!(transparency::get_consistency_proof))
         .routes(routes!(transparency::jwks))
+        .routes(routes!(attestations::get_attestation))
         .routes(routes!(events::stream_events))
         .routes(routes!(
             subscriptions::create_subscription,

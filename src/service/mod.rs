@@ -4,6 +4,7 @@
 //! [`Services`] is what the use cases depend on, named one by one; `app` composes it, and the
 //! HTTP layer and the background runtime hold it. Nothing here imports either of them.
 
+pub mod attestations;
 pub mod callees;
 pub mod discovery;
 pub mod events;

@@ -208,6 +208,11 @@ impl Transparency {
         &self.inner.origin
     }
 
+    /// The key ring that signs checkpoints, receipts and attestations.
+    pub fn ring(&self) -> &KeyRing {
+        &self.inner.ring
+    }
+
     /// The public keys, current first.
     pub fn jwks(&self) -> Jwks {
         Jwks::of(&self.inner.ring)

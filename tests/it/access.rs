@@ -52,6 +52,11 @@ const MATRIX: &[(&str, &str, Need)] = &[
     ("DELETE", "/v1/subscriptions/{id}", Need::Admin),
     ("POST", "/v1/subscriptions/{id}/rotate-secret", Need::Admin),
     ("POST", "/v1/subscriptions/{id}/pause", Need::Admin),
+    (
+        "GET",
+        "/v1/callees/{id}/subjects/{version}/attestation",
+        Need::Reader,
+    ),
     ("POST", "/v1/subscriptions/{id}/resume", Need::Admin),
     ("POST", "/v1/subscriptions/{id}/test", Need::Admin),
     ("GET", "/v1/subscriptions/{id}/deliveries", Need::Admin),
@@ -136,6 +141,7 @@ fn concrete(path: &str, ids: &Value) -> String {
     path.replace("{id}", ids["callee"].as_str().unwrap())
         .replace("{snapshot_id}", ids["snapshot"].as_str().unwrap())
         .replace("{token}", "00ff")
+        .replace("{version}", "1.0")
         .replace("{delivery_id}", ids["snapshot"].as_str().unwrap())
 }
 

@@ -7,6 +7,7 @@ mod support;
 
 mod access;
 mod api;
+mod attestations;
 mod cli;
 mod discovery;
 mod events;

@@ -26,7 +26,7 @@ on_both_backends!(
 
 // RFC 9162 §2.1, from the definitions.
 
-type Hash = [u8; 32];
+pub(crate) type Hash = [u8; 32];
 
 fn leaf(data: &[u8]) -> Hash {
     Sha256::new()
@@ -68,7 +68,7 @@ fn mth(leaves: &[Hash]) -> Hash {
 
 /// The root an inclusion path leads to, by `PATH(m, D[n])`'s recursion: its last element is
 /// the sibling at the top of the tree.
-fn root_from_path(index: u64, size: u64, leaf: Hash, path: &[Hash]) -> Option<Hash> {
+pub(crate) fn root_from_path(index: u64, size: u64, leaf: Hash, path: &[Hash]) -> Option<Hash> {
     if size == 1 {
         return path.is_empty().then_some(leaf);
     }
@@ -130,11 +130,11 @@ fn b64(value: &Value) -> Hash {
         .unwrap()
 }
 
-fn b64_all(value: &Value) -> Vec<Hash> {
+pub(crate) fn b64_all(value: &Value) -> Vec<Hash> {
     value.as_array().unwrap().iter().map(b64).collect()
 }
 
-fn event_leaf(hash_hex: &str) -> Hash {
+pub(crate) fn event_leaf(hash_hex: &str) -> Hash {
     leaf(&hex::decode(hash_hex).unwrap())
 }
 

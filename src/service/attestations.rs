@@ -1,0 +1,139 @@
+//! Attestations: a subject's trust verdict as a signed in-toto statement
+//! ([`crate::domain::attestation`]), made from the store as it stands: the card snapshot the
+//! verdict rests on, the newest finished probe run and its findings, the decisions for the
+//! standard postures, the ledger event of the subject's last gate change, and a checkpoint
+//! signed now that includes it.
+
+use std::collections::BTreeSet;
+
+use serde_json::{Value, json};
+use sha2::{Digest as _, Sha256};
+
+use super::trust::decide_from_store;
+use super::{Missing, ServiceError, Services, require_callee};
+use crate::domain::attestation::{Digest, Envelope, ResourceDescriptor, Statement};
+use crate::domain::decision::{Dedup, Posture};
+use crate::domain::gate::GateState;
+use crate::domain::ids::CalleeId;
+use crate::domain::jcs;
+use crate::domain::version::ProtocolVersion;
+
+/// The subject's verdict now, signed.
+pub async fn attest(
+    services: &Services,
+    callee: CalleeId,
+    version: ProtocolVersion,
+) -> Result<Envelope, ServiceError> {
+    let store = &services.store;
+    let Some(subject) = store.subject(callee, version).await? else {
+        require_callee(store, callee).await?;
+        let offered = store
+            .subjects(callee)
+            .await?
+            .into_iter()
+            .map(|s| s.protocol_version)
+            .collect();
+        return Err(ServiceError::NotFound(Missing::Subject {
+            callee,
+            version,
+            offered,
+        }));
+    };
+    let snapshot = store
+        .latest_snapshot(callee)
+        .await?
+        .ok_or_else(|| ServiceError::Internal(anyhow::anyhow!("a subject without a card")))?;
+    let mut subjects = vec![ResourceDescriptor {
+        name: snapshot.url.clone(),
+        // The hash stored with the snapshot, of the raw bytes as fetched.
+        digest: Digest {
+            sha256: snapshot.sha256.clone(),
+        },
+    }];
+    let run = match store.latest_finished_probe(callee, version).await? {
+        Some(summary) => Some(store.probe_run(summary.id).await?),
+        None => None,
+    };
+    let mut probe = Value::Null;
+    let mut findings = Vec::new();
+    if let Some(run) = &run {
+        if let Some(evidence) = run.evidence() {
+            // JCS bytes: anyone who reads the transcript from the API can recompute it.
+            let canonical = jcs::canonicalize(&evidence.transcript)
+                .map_err(|e| ServiceError::Internal(e.into()))?;
+            subjects.push(ResourceDescriptor {
+                name: format!("urn:cardgate:probe-run:{}:transcript", run.id),
+                digest: Digest {
+                    sha256: hex::encode(Sha256::digest(&canonical)),
+                },
+            });
+        }
+        let start = run.start();
+        probe = json!({
+            "id": run.id,
+            "binding": run.binding.map(|b| b.as_str()),
+            "wire": start.map(|s| s.wire.as_str()),
+            "started_at": start.map(|s| crate::domain::time::format(s.at)),
+            "finished_at": run.finished_at().map(crate::domain::time::format),
+            "passed": run.passed(),
+        });
+        if let Some(judgement) = run.judgement() {
+            findings = judgement
+                .findings
+                .iter()
+                .map(|f| json!({"code": f.code, "level": f.level, "status": f.status}))
+                .collect();
+        }
+    }
+    let mut decisions = Vec::new();
+    for dedup in [Dedup::Timestamp, Dedup::None] {
+        let posture = Posture {
+            caller_version: version,
+            dedup,
+            requires: BTreeSet::new(),
+        };
+        let decision = decide_from_store(store, callee, &posture).await?;
+        decisions.push(json!({
+            "posture": {"caller_version": version.to_string(), "dedup": dedup},
+            "authoritative": decision.authoritative,
+            "conditions": decision.conditions,
+        }));
+    }
+    let change = subject.last_change.seq;
+    let event = super::ledger::events_at(store, callee, &[change])
+        .await?
+        .into_iter()
+        .next()
+        .ok_or_else(|| {
+            ServiceError::Internal(anyhow::anyhow!("seq {change} is not in the ledger"))
+        })?;
+    let now = services.now();
+    let checkpoint = services.transparency.checkpoint(store, now).await?;
+    let trigger = match &subject.state.gate {
+        GateState::Demoted { classes, .. } => {
+            Value::from(classes.iter().map(|c| c.as_str()).collect::<Vec<_>>())
+        }
+        _ => Value::Null,
+    };
+    let predicate = json!({
+        "registry": services.transparency.origin(),
+        "issued_at": crate::domain::time::format(now),
+        "callee_id": callee,
+        "protocol_version": version.to_string(),
+        "gate_state": subject.gate().as_str(),
+        "demotion_classes": trigger,
+        "decisions": decisions,
+        "probe_run": probe,
+        "findings": findings,
+        "ledger": {"seq": event.seq, "hash": event.hash, "kind": event.kind},
+        "checkpoint": {
+            "origin": services.transparency.origin(),
+            "tree_size": checkpoint.tree_size,
+            "root_hash": base64::Engine::encode(&base64::engine::general_purpose::STANDARD, checkpoint.root_hash),
+        },
+        "checkpoint_note": checkpoint.note,
+    });
+    Statement::verdict(subjects, predicate)
+        .sign(services.transparency.ring())
+        .map_err(|e| ServiceError::Internal(e.into()))
+}
