@@ -133,6 +133,13 @@ pub struct AccessArgs {
     /// Longest accepted query string, in bytes.
     #[arg(long, env = "CARDGATE_MAX_QUERY_BYTES", default_value_t = AuthSettings::default().max_query_bytes)]
     pub max_query_bytes: usize,
+
+    /// `on`: the transparency surface (checkpoints, inclusion and consistency proofs,
+    /// attestations; the key set always is) answers without an API key, limited per client
+    /// address, for registries whose agents are public. `off` (the default): a reader key.
+    #[arg(long, env = "CARDGATE_PUBLIC_TRANSPARENCY", default_value = "off",
+          value_parser = ["on", "off"], ignore_case = true)]
+    pub public_transparency: String,
 }
 
 impl std::fmt::Debug for AccessArgs {
@@ -160,6 +167,7 @@ impl AccessArgs {
             anonymous_per_sec: self.anonymous_rate_per_sec,
             anonymous_burst: self.anonymous_burst,
             max_query_bytes: self.max_query_bytes.max(64),
+            public_transparency: self.public_transparency.eq_ignore_ascii_case("on"),
         };
         if let Some(token) = self
             .admin_token

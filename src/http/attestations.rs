@@ -2,8 +2,8 @@
 //! Statement v1 in a DSSE envelope, signed with the key set at `/.well-known/jwks.json`.
 
 use axum::extract::State;
-use serde::Serialize;
-use utoipa::ToSchema;
+use serde::{Deserialize, Serialize};
+use utoipa::{IntoParams, ToSchema};
 use uuid::Uuid;
 
 use super::ApiState;
@@ -52,16 +52,24 @@ impl From<Envelope> for EnvelopeView {
     }
 }
 
+/// A subject in a path: the callee and the protocol version.
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Path)]
+pub struct SubjectPath {
+    /// Callee id.
+    pub id: Uuid,
+    /// Protocol version, `Major.Minor`.
+    #[param(pattern = r"^[0-9]{1,4}\.[0-9]{1,4}$")]
+    pub version: String,
+}
+
 /// The subject's verdict now, as a signed in-toto attestation: about the card snapshot (by the
 /// sha256 of its raw bytes) and the newest probe run's transcript (by the sha256 of its RFC 8785
 /// form), with the gate state, the decisions for both dedup postures, the findings, the ledger
 /// event of the last gate change and a checkpoint that includes it.
 #[utoipa::path(get, path = "/v1/callees/{id}/subjects/{version}/attestation", tag = "ledger",
     security(("bearer" = ["reader"])),
-    params(
-        ("id" = Uuid, Path, description = "Callee id"),
-        ("version" = String, Path, description = "Protocol version, `Major.Minor`"),
-    ),
+    params(SubjectPath),
     responses(
         (status = 200, description = "The DSSE envelope", body = EnvelopeView),
         (status = 400, description = "`version` is not `Major.Minor`", body = ErrorBody),
@@ -69,7 +77,7 @@ impl From<Envelope> for EnvelopeView {
     ))]
 pub async fn get_attestation(
     State(app): State<ApiState>,
-    Path((id, version)): Path<(Uuid, String)>,
+    Path(SubjectPath { id, version }): Path<SubjectPath>,
 ) -> Result<Json<EnvelopeView>, ApiError> {
     let version = ProtocolVersion::parse_exact(&version)
         .map_err(|e| ApiError::invalid(format!("version: {e}")))?;

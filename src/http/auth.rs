@@ -70,6 +70,13 @@ impl AccessTable {
         Ok(Self(table))
     }
 
+    /// Opens the transparency surface to callers without a key.
+    pub fn open_transparency(&mut self) {
+        for path in PUBLIC_TRANSPARENCY {
+            self.0.insert((Method::GET, path.to_string()), Access::Open);
+        }
+    }
+
     pub fn get(&self, method: &Method, path: &str) -> Option<Access> {
         let method = if method == Method::HEAD {
             &Method::GET
@@ -127,6 +134,8 @@ pub struct AuthSettings {
     pub anonymous_per_sec: f64,
     pub anonymous_burst: f64,
     pub max_query_bytes: usize,
+    /// The transparency surface ([`PUBLIC_TRANSPARENCY`]) answers without a key.
+    pub public_transparency: bool,
 }
 
 impl std::fmt::Debug for AuthSettings {
@@ -154,6 +163,7 @@ impl Default for AuthSettings {
             anonymous_per_sec: 10.0,
             anonymous_burst: 50.0,
             max_query_bytes: 2048,
+            public_transparency: false,
         }
     }
 }
@@ -207,6 +217,16 @@ impl RateLimiter {
         }
     }
 }
+
+/// What `CARDGATE_PUBLIC_TRANSPARENCY=on` opens to everyone (the key set is always open): what
+/// anyone needs to check checkpoints, proofs and attestations without an account.
+pub const PUBLIC_TRANSPARENCY: [&str; 5] = [
+    "/v1/ledger/checkpoint",
+    "/v1/ledger/checkpoints",
+    "/v1/ledger/proof",
+    "/v1/ledger/consistency",
+    "/v1/callees/{id}/subjects/{version}/attestation",
+];
 
 /// Open routes that reach the database, limited per client address.
 pub const READINESS: &str = "/readyz";
@@ -367,7 +387,11 @@ async fn open_route(
     req: Request,
     next: Next,
 ) -> Result<Response, ApiError> {
-    if path.starts_with(READINESS) || path.starts_with(METRICS) {
+    // The transparency surface, when public, reaches the database too.
+    if path.starts_with(READINESS)
+        || path.starts_with(METRICS)
+        || PUBLIC_TRANSPARENCY.contains(&path)
+    {
         client.spend(OPEN)?;
     } else if path.starts_with(WEBHOOK) {
         // Like keys: deliveries with a live token never spend the address's budget (many

@@ -372,8 +372,12 @@ pub fn router(
     auth: &auth::AuthSettings,
 ) -> anyhow::Result<Router> {
     let (api, spec) = documented();
+    let mut table = auth::AccessTable::from_openapi(&spec).map_err(|e| anyhow::anyhow!(e))?;
+    if auth.public_transparency {
+        table.open_transparency();
+    }
     let guard = Arc::new(auth::Guard {
-        table: auth::AccessTable::from_openapi(&spec).map_err(|e| anyhow::anyhow!(e))?,
+        table,
         settings: auth.clone(),
         limiter: auth::RateLimiter::default(),
         services: state.services.clone(),

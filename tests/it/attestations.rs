@@ -262,3 +262,58 @@ async fn a_demotion_is_attested_in_a_form_anyone_can_check(db: TestDb) {
     assert_eq!(status, 404, "{missing}");
     server.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_public_switch_opens_the_transparency_surface_limited_per_address() {
+    let agent = FakeAgent::start(FakeAgentConfig::default(), Behaviour::Conformant)
+        .await
+        .unwrap();
+    for public in [false, true] {
+        let db = TestDb::sqlite().await;
+        let mut settings = crate::support::test_settings(db.target.clone());
+        settings.auth.public_transparency = public;
+        settings.auth.anonymous_burst = 8.0;
+        settings.auth.anonymous_per_sec = 0.01;
+        let server = TestServer::start_with(settings).await;
+        let callee = register(&server, &agent.origin(), json!({})).await;
+        probe(&server, &callee, "1.0").await;
+        let (_, head) = server.get("/v1/ledger/checkpoint").await;
+        let size = head["tree_size"].as_u64().unwrap();
+        let paths = [
+            "/v1/ledger/checkpoint".to_string(),
+            "/v1/ledger/checkpoints".to_string(),
+            format!("/v1/ledger/proof?seq=1&tree_size={size}"),
+            format!("/v1/ledger/consistency?first=1&second={size}"),
+            format!("/v1/callees/{callee}/subjects/1.0/attestation"),
+        ];
+        let anonymous = reqwest::Client::new();
+        for path in &paths {
+            let status = anonymous
+                .get(server.url(path))
+                .send()
+                .await
+                .unwrap()
+                .status();
+            let expected = if public { 200 } else { 401 };
+            assert_eq!(status.as_u16(), expected, "public={public} {path}");
+        }
+        // What stays private stays private.
+        let status = anonymous
+            .get(server.url(&format!("/v1/callees/{callee}")))
+            .send()
+            .await
+            .unwrap()
+            .status();
+        assert_eq!(status.as_u16(), 401, "public={public}");
+        if public {
+            // Past the per-address budget: 429 before any lookup.
+            let mut statuses = Vec::new();
+            for _ in 0..6 {
+                let r = anonymous.get(server.url(&paths[0])).send().await.unwrap();
+                statuses.push(r.status().as_u16());
+            }
+            assert!(statuses.contains(&429), "{statuses:?}");
+        }
+        server.stop().await;
+    }
+}
