@@ -220,7 +220,8 @@ impl RateLimiter {
 
 /// What `CARDGATE_PUBLIC_TRANSPARENCY=on` opens to everyone (the key set is always open): what
 /// anyone needs to check checkpoints, proofs and attestations without an account.
-pub const PUBLIC_TRANSPARENCY: [&str; 5] = [
+pub const PUBLIC_TRANSPARENCY: [&str; 6] = [
+    "/v1/attestations",
     "/v1/ledger/checkpoint",
     "/v1/ledger/checkpoints",
     "/v1/ledger/proof",

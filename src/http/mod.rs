@@ -312,6 +312,7 @@ fn api() -> OpenApiRouter<ApiState> {
         .routes(routes!(transparency::get_consistency_proof))
         .routes(routes!(transparency::jwks))
         .routes(routes!(attestations::get_attestation))
+        .routes(routes!(attestations::list_attestations))
         .routes(routes!(events::stream_events))
         .routes(routes!(
             subscriptions::create_subscription,

@@ -2,7 +2,7 @@
 //! ([`crate::domain::attestation`]), made from the store as it stands: the card snapshot the
 //! verdict rests on, the newest finished probe run and its findings, the decisions for the
 //! standard postures, the ledger event of the subject's last gate change, and a checkpoint
-//! signed now that includes it.
+//! signed now that includes it. One is kept for every promotion and demotion.
 
 use std::collections::BTreeSet;
 
@@ -13,16 +13,71 @@ use super::trust::decide_from_store;
 use super::{Missing, ServiceError, Services, require_callee};
 use crate::domain::attestation::{Digest, Envelope, ResourceDescriptor, Statement};
 use crate::domain::decision::{Dedup, Posture};
-use crate::domain::gate::GateState;
+use crate::domain::gate::{GateState, Subject};
 use crate::domain::ids::CalleeId;
 use crate::domain::jcs;
+use crate::domain::ledger::EventRecord;
 use crate::domain::version::ProtocolVersion;
+use crate::storage::AttestationRecord;
 
-/// The subject's verdict now, signed.
+/// The subject's verdict now, signed, resting on the ledger event of its last gate change.
 pub async fn attest(
     services: &Services,
     callee: CalleeId,
     version: ProtocolVersion,
+) -> Result<Envelope, ServiceError> {
+    attest_at(services, callee, version, None).await
+}
+
+/// Attests each promotion and demotion among `appended` (just committed) and keeps the
+/// attestations. A failure is logged, never the caller's: the verdict stands in the ledger,
+/// and `GET …/attestation` makes one on request.
+pub async fn record(services: &Services, appended: &[(EventRecord, Subject)]) {
+    for (event, _) in appended
+        .iter()
+        .filter(|(e, _)| matches!(e.kind.as_str(), "promoted" | "demoted"))
+    {
+        if let Err(e) = record_one(services, event).await {
+            tracing::warn!(seq = event.seq, error = %e, "attesting a {} event", event.kind);
+        }
+    }
+}
+
+async fn record_one(services: &Services, event: &EventRecord) -> Result<(), ServiceError> {
+    let version = ProtocolVersion::parse_exact(&event.protocol_version)
+        .map_err(|e| ServiceError::Internal(e.into()))?;
+    let envelope = attest_at(services, event.callee_id, version, Some(event.seq)).await?;
+    let record = AttestationRecord {
+        id: uuid::Uuid::now_v7(),
+        callee_id: event.callee_id,
+        protocol_version: version,
+        seq: event.seq,
+        kind: event.kind.clone(),
+        envelope,
+        created_at: services.now(),
+    };
+    Ok(services.store.insert_attestation(&record).await?)
+}
+
+/// Kept attestations after ledger seq `after`, of one callee or of all.
+pub async fn page(
+    services: &Services,
+    callee: Option<CalleeId>,
+    after: i64,
+    limit: u32,
+) -> Result<Vec<AttestationRecord>, ServiceError> {
+    if let Some(callee) = callee {
+        require_callee(&services.store, callee).await?;
+    }
+    Ok(services.store.attestations(callee, after, limit).await?)
+}
+
+/// The verdict signed; it rests on ledger event `seq`, or on the subject's last gate change.
+async fn attest_at(
+    services: &Services,
+    callee: CalleeId,
+    version: ProtocolVersion,
+    seq: Option<i64>,
 ) -> Result<Envelope, ServiceError> {
     let store = &services.store;
     let Some(subject) = store.subject(callee, version).await? else {
@@ -99,7 +154,7 @@ pub async fn attest(
             "conditions": decision.conditions,
         }));
     }
-    let change = subject.last_change.seq;
+    let change = seq.unwrap_or(subject.last_change.seq);
     let event = super::ledger::events_at(store, callee, &[change])
         .await?
         .into_iter()

@@ -58,6 +58,7 @@ pub async fn submit(
         .await
         .map_err(ServiceError::missing(no_subject(callee_id, version)))?;
     services.committed().await;
+    super::attestations::record(services, &appended).await;
     Ok((stored, appended.last().map(|(event, _)| event.seq)))
 }
 

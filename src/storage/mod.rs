@@ -16,6 +16,7 @@ use sqlx::{PgPool, SqlitePool};
 
 use crate::domain::gate::GateError;
 
+mod attestations;
 mod callees;
 mod changes;
 mod jobs;
@@ -28,6 +29,7 @@ mod snapshots;
 mod stats;
 mod webhooks;
 
+pub use attestations::AttestationRecord;
 pub use changes::{Change, ChangeSignal, Changed, FeedHead};
 pub use merkle::CheckpointRecord;
 pub use probes::FinishedRun;

@@ -57,6 +57,7 @@ const MATRIX: &[(&str, &str, Need)] = &[
         "/v1/callees/{id}/subjects/{version}/attestation",
         Need::Reader,
     ),
+    ("GET", "/v1/attestations", Need::Reader),
     ("POST", "/v1/subscriptions/{id}/resume", Need::Admin),
     ("POST", "/v1/subscriptions/{id}/test", Need::Admin),
     ("GET", "/v1/subscriptions/{id}/deliveries", Need::Admin),

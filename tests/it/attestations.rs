@@ -260,6 +260,41 @@ async fn a_demotion_is_attested_in_a_form_anyone_can_check(db: TestDb) {
         .get(&format!("/v1/callees/{callee}/subjects/0.3/attestation"))
         .await;
     assert_eq!(status, 404, "{missing}");
+
+    // One kept for the promotion and one for the demotion, in ledger order, each resting on
+    // its own event; paged by seq.
+    let (status, page) = server
+        .get(&format!("/v1/attestations?callee_id={callee}"))
+        .await;
+    assert_eq!(status, 200, "{page}");
+    let items = page["items"].as_array().unwrap();
+    let kinds: Vec<&str> = items.iter().map(|a| a["kind"].as_str().unwrap()).collect();
+    assert_eq!(kinds, ["promoted", "demoted"], "{page:#}");
+    for item in items {
+        let kept = verified_by_the_reference(&item["envelope"], &jwks).await;
+        let kept = kept.unwrap_or_else(|| {
+            serde_json::from_slice(
+                &STANDARD
+                    .decode(item["envelope"]["payload"].as_str().unwrap())
+                    .unwrap(),
+            )
+            .unwrap()
+        });
+        assert_eq!(kept["predicate"]["ledger"]["seq"], item["seq"], "{kept:#}");
+        assert_eq!(kept["predicate"]["ledger"]["kind"], item["kind"]);
+    }
+    let demotion_seq = items[1]["seq"].as_i64().unwrap();
+    assert_eq!(
+        demotion_seq as u64, seq,
+        "the demotion is the last gate change"
+    );
+    let (_, rest) = server
+        .get(&format!(
+            "/v1/attestations?after={}&limit=1",
+            items[0]["seq"]
+        ))
+        .await;
+    assert_eq!(rest["items"][0]["seq"], demotion_seq, "{rest:#}");
     server.stop().await;
 }
 
@@ -281,6 +316,7 @@ async fn the_public_switch_opens_the_transparency_surface_limited_per_address() 
         let size = head["tree_size"].as_u64().unwrap();
         let paths = [
             "/v1/ledger/checkpoint".to_string(),
+            "/v1/attestations".to_string(),
             "/v1/ledger/checkpoints".to_string(),
             format!("/v1/ledger/proof?seq=1&tree_size={size}"),
             format!("/v1/ledger/consistency?first=1&second={size}"),

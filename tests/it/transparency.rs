@@ -509,7 +509,7 @@ async fn receipts_proofs_and_checkpoints_verify_independently(db: TestDb) {
 /// Rotation: a new key signs, the old one stays listed, and what it signed still verifies.
 /// (SQLite only: the key is a file beside the database, whatever the backend.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_rotated_key_keeps_old_receipts_verifiable() {
+async fn a_rotated_key_keeps_old_receipts_and_attestations_verifiable() {
     let db = TestDb::sqlite().await;
     let key_file = test_settings(db.target.clone())
         .transparency
@@ -522,6 +522,9 @@ async fn a_rotated_key_keeps_old_receipts_verifiable() {
         ids[0]
     );
     let (_, old_receipt) = server.get(&ask).await;
+    let attest = format!("/v1/callees/{}/subjects/1.0/attestation", ids[0]);
+    let (status, old_attestation) = server.get(&attest).await;
+    assert_eq!(status, 200, "{old_attestation}");
     let old_keys = jwks(&server).await;
     server.stop().await;
     assert!(
@@ -560,6 +563,29 @@ async fn a_rotated_key_keeps_old_receipts_verifiable() {
     ])
     .await;
     assert_eq!(code, 0, "a receipt from before the rotation: {out}");
+    let (code, out) = cardgate(&[
+        "verify",
+        "--attestation",
+        &write(dir.path(), "old-attestation.json", &old_attestation),
+        "--jwks",
+        &jwks_file,
+    ])
+    .await;
+    assert_eq!(code, 0, "an attestation from before the rotation: {out}");
+    let (_, new_attestation) = server.get(&attest).await;
+    assert_eq!(
+        new_attestation["signatures"][0]["keyid"], keys["keys"][0]["kid"],
+        "signed with the new key"
+    );
+    let (code, out) = cardgate(&[
+        "verify",
+        "--attestation",
+        &write(dir.path(), "new-attestation.json", &new_attestation),
+        "--jwks",
+        &write(dir.path(), "old-jwks-a.json", &old_keys),
+    ])
+    .await;
+    assert_eq!(code, 1, "the new key is not in the old key set: {out}");
     let (_, new_receipt) = server.get(&ask).await;
     let header = jsonwebtoken::decode_header(new_receipt["receipt"].as_str().unwrap()).unwrap();
     assert_eq!(header.kid.as_deref(), keys["keys"][0]["kid"].as_str());

@@ -552,6 +552,7 @@ async fn record(
         )
         .await?;
     services.committed().await;
+    super::attestations::record(services, &appended).await;
     let kinds: Vec<&str> = appended.iter().map(|(e, _)| e.kind.as_str()).collect();
     tracing::info!(
         probe_run.id = %run.id, passed = judgement.verdict.passed, events = ?kinds,
