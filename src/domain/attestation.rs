@@ -11,9 +11,12 @@ use base64::engine::general_purpose::STANDARD;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use super::ids::CalleeId;
 use super::merkle::Hash;
 use super::receipt::ReceiptCheckpoint;
 use super::signing::{Jwks, KeyError, KeyRing};
+use super::time::Timestamp;
+use super::version::ProtocolVersion;
 
 /// The DSSE payload type of an in-toto Statement.
 pub const PAYLOAD_TYPE: &str = "application/vnd.in-toto+json";
@@ -21,6 +24,19 @@ pub const PAYLOAD_TYPE: &str = "application/vnd.in-toto+json";
 pub const STATEMENT_TYPE: &str = "https://in-toto.io/Statement/v1";
 /// The predicate: a cardgate trust verdict about one (callee, protocol version).
 pub const PREDICATE_TYPE: &str = "https://cardgate.dev/attestation/trust-verdict/v1";
+
+/// An attestation kept for a promotion or demotion.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AttestationRecord {
+    pub id: uuid::Uuid,
+    pub callee_id: CalleeId,
+    pub protocol_version: ProtocolVersion,
+    /// The promotion or demotion attested.
+    pub seq: i64,
+    pub kind: String,
+    pub envelope: Envelope,
+    pub created_at: Timestamp,
+}
 
 /// An in-toto Statement v1.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -12,16 +12,17 @@ use super::ApiState;
 use super::error::{ApiError, ErrorBody};
 use super::extract::{Json, Path, Query, page_size};
 use super::paging::{Paged, next_cursor};
+use crate::domain::attestation::AttestationRecord;
 use crate::domain::attestation::Envelope;
 use crate::domain::ids::CalleeId;
 use crate::domain::version::ProtocolVersion;
 use crate::service::attestations;
-use crate::storage::AttestationRecord;
 
 /// A DSSE envelope (its `payload` the base64 of an in-toto Statement v1 whose `predicateType`
 /// is `https://cardgate.dev/attestation/trust-verdict/v1`, documented with its JSON Schema in
 /// `docs/attestation/`).
-#[derive(Debug, Serialize, ToSchema)]
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
 pub struct EnvelopeView {
     /// `application/vnd.in-toto+json`.
     #[serde(rename = "payloadType")]
@@ -31,7 +32,8 @@ pub struct EnvelopeView {
     pub signatures: Vec<EnvelopeSignatureView>,
 }
 
-#[derive(Debug, Serialize, ToSchema)]
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
 pub struct EnvelopeSignatureView {
     /// The signing key's `kid` in `/.well-known/jwks.json`.
     pub keyid: String,

@@ -242,6 +242,11 @@ pub struct WebhookData {
     /// that is not the last seq the receiver saw for the subject marks the gap, to be filled
     /// from `GET /v1/ledger` (or `/v1/events`) while the late delivery keeps retrying.
     pub previous_seq: Option<i64>,
+    /// On `subject.promoted` and `subject.demoted`: the signed in-toto attestation of the
+    /// verdict (a DSSE envelope, as `GET /v1/attestations` lists it), when it was made before
+    /// the first attempt, as it almost always is; else read it from `GET /v1/attestations`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub attestation: Option<super::attestations::EnvelopeView>,
 }
 
 #[derive(Debug, Serialize, Deserialize, ToSchema)]

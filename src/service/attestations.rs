@@ -11,6 +11,7 @@ use sha2::{Digest as _, Sha256};
 
 use super::trust::decide_from_store;
 use super::{Missing, ServiceError, Services, require_callee};
+use crate::domain::attestation::AttestationRecord;
 use crate::domain::attestation::{Digest, Envelope, ResourceDescriptor, Statement};
 use crate::domain::decision::{Dedup, Posture};
 use crate::domain::gate::{GateState, Subject};
@@ -18,7 +19,6 @@ use crate::domain::ids::CalleeId;
 use crate::domain::jcs;
 use crate::domain::ledger::EventRecord;
 use crate::domain::version::ProtocolVersion;
-use crate::storage::AttestationRecord;
 
 /// The subject's verdict now, signed, resting on the ledger event of its last gate change.
 pub async fn attest(

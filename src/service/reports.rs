@@ -57,8 +57,8 @@ pub async fn submit(
         .record_report(&draft, now)
         .await
         .map_err(ServiceError::missing(no_subject(callee_id, version)))?;
-    services.committed().await;
     super::attestations::record(services, &appended).await;
+    services.committed().await;
     Ok((stored, appended.last().map(|(event, _)| event.seq)))
 }
 

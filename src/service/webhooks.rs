@@ -52,6 +52,10 @@ impl Default for WebhookSettings {
     }
 }
 
+/// How long a promotion's or demotion's first attempt waits for its attestation to be kept
+/// (it is made right after the event commits): past it, the delivery goes without one.
+const ATTESTATION_WAIT: chrono::Duration = chrono::Duration::seconds(2);
+
 /// What a caller asks to subscribe to.
 #[derive(Debug, Clone)]
 pub struct NewSubscription {
@@ -260,10 +264,13 @@ pub async fn deliver_due(services: &Services, owner: &str) -> Result<usize, Serv
             owner,
             now,
             now - hold_back,
+            now - ATTESTATION_WAIT,
             now + lease,
             services.webhooks.batch,
         )
         .await?;
+    let mut claimed = claimed;
+    let attested = &attach_attestations(services, &mut claimed).await?;
     let count = claimed.len();
     let claimed_in = started.elapsed();
     let mut hosts: HashMap<String, Arc<Semaphore>> = HashMap::new();
@@ -282,7 +289,14 @@ pub async fn deliver_due(services: &Services, owner: &str) -> Result<usize, Serv
                 let _permit = gate.acquire().await;
                 send(services, delivery, subscription).await
             };
-            outcome(services, delivery, subscription, attempt).await
+            let record = outcome(services, delivery, subscription, attempt).await;
+            // A body set at this first attempt is kept, so every retry sends the same bytes.
+            record.map(|r| AttemptRecord {
+                payload: attested
+                    .contains(&delivery.id)
+                    .then(|| delivery.payload.clone()),
+                ..r
+            })
         }
     });
     let mut records = Vec::with_capacity(count);
@@ -307,6 +321,49 @@ pub async fn deliver_due(services: &Services, owner: &str) -> Result<usize, Serv
         );
     }
     Ok(count)
+}
+
+/// A promotion's or demotion's first attempt carries the attestation kept for its event (made
+/// before the sender was woken) as `data.attestation`; returns the deliveries whose body it set.
+async fn attach_attestations(
+    services: &Services,
+    claimed: &mut [(Delivery, Subscription)],
+) -> Result<std::collections::HashSet<crate::domain::ids::DeliveryId>, ServiceError> {
+    let first = |d: &Delivery| {
+        d.attempts == 0
+            && matches!(
+                d.event_type,
+                EventType::SubjectPromoted | EventType::SubjectDemoted
+            )
+    };
+    let seqs: Vec<i64> = claimed
+        .iter()
+        .filter(|(d, _)| first(d))
+        .map(|(d, _)| d.seq)
+        .collect();
+    let mut attested = std::collections::HashSet::new();
+    if seqs.is_empty() {
+        return Ok(attested);
+    }
+    let kept: HashMap<i64, serde_json::Value> = services
+        .store
+        .attestations_at(&seqs)
+        .await?
+        .into_iter()
+        .filter_map(|a| serde_json::to_value(&a.envelope).ok().map(|v| (a.seq, v)))
+        .collect();
+    for (delivery, _) in claimed.iter_mut().filter(|(d, _)| first(d)) {
+        let Some(envelope) = kept.get(&delivery.seq) else {
+            continue;
+        };
+        let Ok(mut body) = serde_json::from_str::<serde_json::Value>(&delivery.payload) else {
+            continue;
+        };
+        body["data"]["attestation"] = envelope.clone();
+        delivery.payload = body.to_string();
+        attested.insert(delivery.id);
+    }
+    Ok(attested)
 }
 
 /// One attempt of a delivery.
@@ -383,6 +440,7 @@ async fn outcome(
     let (subscription_id, attempted_at) = (subscription.id, now);
     let record = match attempt {
         Attempt::Delivered { status } => AttemptRecord {
+            payload: None,
             subscription: subscription_id,
             attempted_at,
             status: DeliveryStatus::Delivered,
@@ -395,6 +453,7 @@ async fn outcome(
             services.store.disable_subscription(subscription.id).await?;
             tracing::warn!(subscription.id = %subscription.id, "the receiver answered 410 Gone; subscription disabled");
             AttemptRecord {
+                payload: None,
                 subscription: subscription_id,
                 attempted_at,
                 status: DeliveryStatus::Failed,
@@ -416,6 +475,7 @@ async fn outcome(
                 .unwrap_or(chrono::Duration::days(3));
             let give_up = next > delivery.created_at + window;
             AttemptRecord {
+                payload: None,
                 subscription: subscription_id,
                 attempted_at,
                 status: if give_up {

@@ -4,23 +4,9 @@ use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
 use super::{Store, StoreError, dispatch};
-use crate::domain::attestation::Envelope;
+use crate::domain::attestation::AttestationRecord;
 use crate::domain::ids::CalleeId;
-use crate::domain::time::Timestamp;
 use crate::domain::version::ProtocolVersion;
-
-/// One kept attestation.
-#[derive(Debug, Clone, PartialEq)]
-pub struct AttestationRecord {
-    pub id: Uuid,
-    pub callee_id: CalleeId,
-    pub protocol_version: ProtocolVersion,
-    /// The promotion or demotion attested.
-    pub seq: i64,
-    pub kind: String,
-    pub envelope: Envelope,
-    pub created_at: Timestamp,
-}
 
 #[derive(sqlx::FromRow)]
 struct AttestationRow {
@@ -90,6 +76,29 @@ impl Store {
             .bind(i64::from(limit))
             .fetch_all(pool)
             .await
+        })?;
+        rows.into_iter().map(TryInto::try_into).collect()
+    }
+
+    /// The attestations of the events at `seqs` (those that have one).
+    pub async fn attestations_at(
+        &self,
+        seqs: &[i64],
+    ) -> Result<Vec<AttestationRecord>, StoreError> {
+        if seqs.is_empty() {
+            return Ok(Vec::new());
+        }
+        let rows: Vec<AttestationRow> = dispatch!(self, |pool| {
+            let mut select = sqlx::QueryBuilder::new(
+                "select id, callee_id, protocol_version, seq, kind, envelope, created_at \
+                 from attestations where seq in (",
+            );
+            let mut list = select.separated(", ");
+            for seq in seqs {
+                list.push_bind(*seq);
+            }
+            select.push(")");
+            select.build_query_as().fetch_all(pool).await
         })?;
         rows.into_iter().map(TryInto::try_into).collect()
     }

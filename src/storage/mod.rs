@@ -29,7 +29,6 @@ mod snapshots;
 mod stats;
 mod webhooks;
 
-pub use attestations::AttestationRecord;
 pub use changes::{Change, ChangeSignal, Changed, FeedHead};
 pub use merkle::CheckpointRecord;
 pub use probes::FinishedRun;

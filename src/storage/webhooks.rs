@@ -238,12 +238,15 @@ impl_queue_deliveries!(sqlx::Sqlite);
 
 /// Ids of due deliveries: pending, of an active subscription, their time come, not leased, and
 /// either the earliest pending one of their (subscription, subject) or held back long enough
-/// (created before `$5`, the hold-back cutoff).
+/// (created before `$5`, the hold-back cutoff). A promotion's or demotion's first attempt also
+/// waits for its attestation to be kept, unless it was created before `$6`.
 macro_rules! due_deliveries {
     () => {
         "select d.id from deliveries d join subscriptions s on s.id = d.subscription_id \
          where d.status = 'pending' and s.status = 'active' \
          and d.next_attempt_at <= $1 and (d.lease_until is null or d.lease_until < $1) \
+         and (d.attempts > 0 or d.event_type not in ('subject.promoted', 'subject.demoted') \
+         or d.created_at <= $6 or exists (select 1 from attestations a where a.seq = d.seq)) \
          and (d.created_at <= $5 or not exists (select 1 from deliveries e \
          where e.subject = d.subject and e.subscription_id = d.subscription_id \
          and e.status = 'pending' and e.seq < d.seq)) order by d.next_attempt_at limit $2"
@@ -252,6 +255,9 @@ macro_rules! due_deliveries {
 
 /// How an attempt ended, as stored.
 pub struct AttemptRecord {
+    /// The body the attempt sent, when it was set at this first attempt (a promotion's or
+    /// demotion's attestation added): kept, so every retry sends the same bytes.
+    pub payload: Option<String>,
     /// Whose receiver was tried, and when: what its `failing_since` follows.
     pub subscription: SubscriptionId,
     pub attempted_at: Timestamp,
@@ -469,6 +475,7 @@ impl Store {
         owner: &str,
         now: Timestamp,
         hold_cutoff: Timestamp,
+        attestation_cutoff: Timestamp,
         lease_until: Timestamp,
         limit: u32,
     ) -> Result<Vec<(Delivery, Subscription)>, StoreError> {
@@ -497,6 +504,7 @@ impl Store {
                 .bind(owner)
                 .bind(lease_until)
                 .bind(hold_cutoff)
+                .bind(attestation_cutoff)
                 .fetch_all(&mut *tx)
                 .await?;
             deliveries.sort_by_key(|d| d.seq);
@@ -597,7 +605,8 @@ impl RecordAttempts for sqlx::Transaction<'static, sqlx::Sqlite> {
             sqlx::query(
                 "update deliveries set status = $3, attempts = attempts + 1, next_attempt_at = $4, \
                  last_status_code = $5, last_error = $6, finished_at = $7, lease_owner = null, \
-                 lease_until = null where id = $1 and lease_owner = $2",
+                 lease_until = null, payload = coalesce($8, payload) \
+                 where id = $1 and lease_owner = $2",
             )
             .bind(id.0)
             .bind(owner)
@@ -606,6 +615,7 @@ impl RecordAttempts for sqlx::Transaction<'static, sqlx::Sqlite> {
             .bind(attempt.status_code)
             .bind(attempt.error.as_deref())
             .bind(attempt.finished_at)
+            .bind(attempt.payload.as_deref())
             .execute(&mut **self)
             .await?;
         }
@@ -629,12 +639,15 @@ impl RecordAttempts for sqlx::Transaction<'static, sqlx::Postgres> {
         let errors: Vec<Option<String>> = attempts.iter().map(|(_, a)| a.error.clone()).collect();
         let finished: Vec<Option<Timestamp>> =
             attempts.iter().map(|(_, a)| a.finished_at).collect();
+        let payloads: Vec<Option<String>> =
+            attempts.iter().map(|(_, a)| a.payload.clone()).collect();
         sqlx::query(
             "update deliveries as d set status = v.status, attempts = d.attempts + 1, \
              next_attempt_at = v.next, last_status_code = v.code, last_error = v.error, \
-             finished_at = v.finished, lease_owner = null, lease_until = null \
+             finished_at = v.finished, lease_owner = null, lease_until = null, \
+             payload = coalesce(v.payload, d.payload) \
              from unnest($2::uuid[], $3::text[], $4::timestamptz[], $5::int4[], $6::text[], \
-             $7::timestamptz[]) as v(id, status, next, code, error, finished) \
+             $7::timestamptz[], $8::text[]) as v(id, status, next, code, error, finished, payload) \
              where d.id = v.id and d.lease_owner = $1",
         )
         .bind(owner)
@@ -644,6 +657,7 @@ impl RecordAttempts for sqlx::Transaction<'static, sqlx::Postgres> {
         .bind(codes)
         .bind(errors)
         .bind(finished)
+        .bind(payloads)
         .execute(&mut **self)
         .await?;
         Ok(())

@@ -86,6 +86,14 @@ async fn a_demotion_is_attested_in_a_form_anyone_can_check(db: TestDb) {
         .await
         .unwrap();
     let server = TestServer::start(db.target.clone()).await;
+    let receiver = crate::webhooks::Receiver::start(vec![204]).await;
+    let (status, _) = server
+        .post(
+            "/v1/subscriptions",
+            json!({"url": receiver.url, "events": ["subject.demoted"]}),
+        )
+        .await;
+    assert_eq!(status, 201);
     let callee = register(&server, &agent.origin(), json!({})).await;
     assert_eq!(
         events(&probe(&server, &callee, "1.0").await),
@@ -94,6 +102,24 @@ async fn a_demotion_is_attested_in_a_form_anyone_can_check(db: TestDb) {
     agent.set_behaviour(Behaviour::NoTerminalTimestamp);
     let run = probe(&server, &callee, "1.0").await;
     assert_eq!(events(&run), ["probe-finished", "demoted"]);
+
+    // The demotion's webhook carries its attestation, resting on that very event.
+    let demoted = crate::webhooks::wait_for(&receiver, |b| b["type"] == "subject.demoted").await;
+    let body = demoted.json();
+    let pushed: Value = serde_json::from_slice(
+        &STANDARD
+            .decode(body["data"]["attestation"]["payload"].as_str().unwrap())
+            .unwrap(),
+    )
+    .unwrap();
+    assert_eq!(
+        pushed["predicate"]["ledger"]["seq"], body["data"]["event"]["seq"],
+        "{body:#}"
+    );
+    assert_eq!(pushed["predicate"]["gate_state"], "demoted");
+    let parsed: cardgate::http::subscriptions::WebhookPayload =
+        serde_json::from_value(body.clone()).unwrap_or_else(|e| panic!("{e}: {body}"));
+    assert!(parsed.data.attestation.is_some());
 
     let (status, envelope) = server
         .get(&format!("/v1/callees/{callee}/subjects/1.0/attestation"))

@@ -31,14 +31,14 @@ on_both_backends!(
 
 /// One request the receiver got.
 #[derive(Debug, Clone)]
-struct Received {
+pub(crate) struct Received {
     headers: HashMap<String, String>,
     body: String,
     at: std::time::Instant,
 }
 
 impl Received {
-    fn json(&self) -> Value {
+    pub(crate) fn json(&self) -> Value {
         serde_json::from_str(&self.body).unwrap()
     }
 }
@@ -58,13 +58,13 @@ type ReceiverState = (Arc<Mutex<Vec<Received>>>, Policy);
 /// A webhook receiver on loopback that answers each request as its policy says (by default,
 /// the next status of a script, the last one repeating) and records what it got.
 #[derive(Clone)]
-struct Receiver {
-    url: String,
+pub(crate) struct Receiver {
+    pub(crate) url: String,
     got: Arc<Mutex<Vec<Received>>>,
 }
 
 impl Receiver {
-    async fn start(script: Vec<u16>) -> Self {
+    pub(crate) async fn start(script: Vec<u16>) -> Self {
         Self::answering(scripted(script)).await
     }
 
@@ -123,7 +123,7 @@ impl Receiver {
         )
     }
 
-    fn received(&self) -> Vec<Received> {
+    pub(crate) fn received(&self) -> Vec<Received> {
         self.got.lock().unwrap().clone()
     }
 }
@@ -590,7 +590,7 @@ async fn server_with(
 }
 
 /// Waits until the receiver holds a request whose body satisfies `found`; returns it.
-async fn wait_for(receiver: &Receiver, found: impl Fn(&Value) -> bool) -> Received {
+pub(crate) async fn wait_for(receiver: &Receiver, found: impl Fn(&Value) -> bool) -> Received {
     for _ in 0..400 {
         if let Some(r) = receiver.received().into_iter().find(|r| found(&r.json())) {
             return r;

@@ -551,8 +551,10 @@ async fn record(
             services.now(),
         )
         .await?;
-    services.committed().await;
+    // Attested before the after-write duties wake the webhook sender, so the deliveries of a
+    // promotion or demotion carry their attestation.
     super::attestations::record(services, &appended).await;
+    services.committed().await;
     let kinds: Vec<&str> = appended.iter().map(|(e, _)| e.kind.as_str()).collect();
     tracing::info!(
         probe_run.id = %run.id, passed = judgement.verdict.passed, events = ?kinds,
