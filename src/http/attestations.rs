@@ -146,6 +146,7 @@ pub struct AttestationQuery {
     security(("bearer" = ["reader"])), params(AttestationQuery),
     responses(
         (status = 200, description = "A page of attestations", body = AttestationPage),
+        (status = 400, description = "A negative `after`", body = ErrorBody),
         (status = 404, description = "No such callee", body = ErrorBody),
     ))]
 pub async fn list_attestations(
@@ -154,7 +155,13 @@ pub async fn list_attestations(
     Query(q): Query<AttestationQuery>,
 ) -> Result<Paged<AttestationPage>, ApiError> {
     let limit = page_size(q.limit)?;
-    let after = q.after.unwrap_or(0).max(0);
+    let after = q.after.unwrap_or(0);
+    if after < 0 {
+        return Err(ApiError::bad_request(
+            "invalid_query",
+            "after must not be negative",
+        ));
+    }
     let items = attestations::page(&app.services, q.callee_id.map(CalleeId), after, limit).await?;
     let next = next_cursor(&items, limit, |a| a.seq);
     let page = AttestationPage {

@@ -126,7 +126,8 @@ fn resume_after(headers: &HeaderMap, after: Option<i64>) -> Result<i64, ApiError
 /// The ledger, live: every event after `after` (or `Last-Event-ID`) as it is appended.
 ///
 /// Each event is sent as `id: <seq>`, `event: <kind>`, `data: <the event as GET /v1/ledger
-/// shows it>`. Past events are replayed from the ledger first, so a client that reconnects with
+/// shows it>`; a `promoted` or `demoted` one also carries `attestation`, the signed in-toto
+/// attestation kept for it (as `GET /v1/attestations` lists it), once it is kept. Past events are replayed from the ledger first, so a client that reconnects with
 /// the last id it saw gets every later event exactly once. A comment line every 15 s keeps the
 /// connection open. At most 8 streams per key.
 #[utoipa::path(get, path = "/v1/events", tag = "ledger",
@@ -162,18 +163,33 @@ pub async fn stream_events(
             retry_after_secs: 1,
         })?;
     let stopping = app.stopping.clone();
+    let services = app.services.clone();
     let events = events::follow(app.services.clone(), filter, after)
-        .map(move |item| {
+        .then(move |item| {
+            let services = services.clone();
+            async move {
+                let attestation = match &item {
+                    Ok(event) => events::attestation_of(&services, event).await,
+                    Err(_) => None,
+                };
+                (item, attestation)
+            }
+        })
+        .map(move |(item, attestation)| {
             // The slot is held as long as the stream is.
             let _open = &slot;
             Ok(match item {
                 Ok(event) => {
                     let id = event.seq.to_string();
                     let kind = event.kind.clone();
+                    let mut data = serde_json::to_value(EventView::from(event)).unwrap_or_default();
+                    if let Some(envelope) = attestation {
+                        data["attestation"] = envelope;
+                    }
                     Event::default()
                         .id(id)
                         .event(kind)
-                        .json_data(EventView::from(event))
+                        .json_data(data)
                         .unwrap_or_else(|_| Event::default().comment("unencodable event"))
                 }
                 Err(e) => {

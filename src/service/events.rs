@@ -88,3 +88,21 @@ pub fn follow(
         }
     })
 }
+
+/// The attestation kept for `event`, a promotion or demotion, as its envelope's JSON; `None`
+/// for other kinds, or while none is kept (a lookup failure is logged: the event still goes).
+pub async fn attestation_of(services: &Services, event: &EventRecord) -> Option<serde_json::Value> {
+    if !matches!(event.kind.as_str(), "promoted" | "demoted") {
+        return None;
+    }
+    match services.store.attestations_at(&[event.seq]).await {
+        Ok(kept) => kept
+            .into_iter()
+            .next()
+            .and_then(|a| serde_json::to_value(a.envelope).ok()),
+        Err(e) => {
+            tracing::warn!(seq = event.seq, error = %e, "reading an event's attestation");
+            None
+        }
+    }
+}

@@ -121,6 +121,30 @@ async fn a_demotion_is_attested_in_a_form_anyone_can_check(db: TestDb) {
         serde_json::from_value(body.clone()).unwrap_or_else(|e| panic!("{e}: {body}"));
     assert!(parsed.data.attestation.is_some());
 
+    // The event stream carries it too.
+    let stream = server
+        .client
+        .get(server.url(&format!("/v1/events?callee_id={callee}&types=demoted")))
+        .send()
+        .await
+        .unwrap();
+    let mut reader = cardgate::remote::sse::SseReader::new(
+        stream,
+        cardgate::remote::sse::SseLimits {
+            max_event_bytes: 256 * 1024,
+            max_events: 10,
+            idle: std::time::Duration::from_secs(10),
+            deadline: tokio::time::Instant::now() + std::time::Duration::from_secs(20),
+        },
+    );
+    let frame = reader.next().await.expect("the demotion");
+    let streamed: Value = serde_json::from_str(&frame.data).unwrap();
+    assert_eq!(streamed["kind"], "demoted");
+    assert_eq!(
+        streamed["attestation"], body["data"]["attestation"],
+        "the same kept attestation: {streamed:#}"
+    );
+
     let (status, envelope) = server
         .get(&format!("/v1/callees/{callee}/subjects/1.0/attestation"))
         .await;
@@ -333,7 +357,7 @@ async fn the_public_switch_opens_the_transparency_surface_limited_per_address() 
         let db = TestDb::sqlite().await;
         let mut settings = crate::support::test_settings(db.target.clone());
         settings.auth.public_transparency = public;
-        settings.auth.anonymous_burst = 8.0;
+        settings.auth.anonymous_burst = 12.0;
         settings.auth.anonymous_per_sec = 0.01;
         let server = TestServer::start_with(settings).await;
         let callee = register(&server, &agent.origin(), json!({})).await;
@@ -368,9 +392,55 @@ async fn the_public_switch_opens_the_transparency_surface_limited_per_address() 
             .status();
         assert_eq!(status.as_u16(), 401, "public={public}");
         if public {
+            // All of it verifies with what anyone can fetch: the envelope, the key set and
+            // the inclusion proof of the event it rests on.
+            let anon_json = |path: String| {
+                let anonymous = anonymous.clone();
+                let url = server.url(&path);
+                async move {
+                    let r = anonymous.get(url).send().await.unwrap();
+                    assert_eq!(r.status().as_u16(), 200, "{path}");
+                    r.json::<Value>().await.unwrap()
+                }
+            };
+            let envelope =
+                anon_json(format!("/v1/callees/{callee}/subjects/1.0/attestation")).await;
+            let jwks = anon_json("/.well-known/jwks.json".into()).await;
+            let statement: Value = serde_json::from_slice(
+                &STANDARD
+                    .decode(envelope["payload"].as_str().unwrap())
+                    .unwrap(),
+            )
+            .unwrap();
+            let p = &statement["predicate"];
+            let proof = anon_json(format!(
+                "/v1/ledger/proof?seq={}&tree_size={}",
+                p["ledger"]["seq"], p["checkpoint"]["tree_size"]
+            ))
+            .await;
+            let dir = tempfile::tempdir().unwrap();
+            let write = |name: &str, value: &Value| {
+                let path = dir.path().join(name);
+                std::fs::write(&path, value.to_string()).unwrap();
+                path.to_string_lossy().to_string()
+            };
+            let (code, text) = run_cardgate(
+                &[
+                    "verify",
+                    "--attestation",
+                    &write("a.json", &envelope),
+                    "--jwks",
+                    &write("j.json", &jwks),
+                    "--proof",
+                    &write("p.json", &proof),
+                ],
+                &[],
+            )
+            .await;
+            assert_eq!(code, 0, "{text}");
             // Past the per-address budget: 429 before any lookup.
             let mut statuses = Vec::new();
-            for _ in 0..6 {
+            for _ in 0..10 {
                 let r = anonymous.get(server.url(&paths[0])).send().await.unwrap();
                 statuses.push(r.status().as_u16());
             }

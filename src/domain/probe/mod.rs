@@ -59,6 +59,23 @@ impl Default for ProbeScript {
     }
 }
 
+/// Whitespace as the API's schema means it (`pattern: \S`, an ECMAScript regex): so a text the
+/// schema admits is never refused as empty. ECMAScript's set is narrower than Unicode's
+/// (U+0085, for one, is not in it).
+fn is_schema_space(c: char) -> bool {
+    matches!(
+        c,
+        '\t' | '\n' | '\u{b}' | '\u{c}' | '\r' | ' ' | '\u{a0}' | '\u{1680}' | '\u{2000}'
+            ..='\u{200a}'
+                | '\u{2028}'
+                | '\u{2029}'
+                | '\u{202f}'
+                | '\u{205f}'
+                | '\u{3000}'
+                | '\u{feff}'
+    )
+}
+
 impl ProbeScript {
     pub const MAX_TEXT: usize = 2000;
     pub const MAX_FOLLOW_UPS: usize = 8;
@@ -69,7 +86,7 @@ impl ProbeScript {
             .chain(self.push_message.iter())
             .chain(self.cancel_message.iter());
         for text in texts {
-            if text.trim().is_empty() {
+            if text.chars().all(is_schema_space) {
                 return Err("probe texts must not be empty".into());
             }
             if text.len() > Self::MAX_TEXT {
@@ -618,4 +635,24 @@ pub struct PushDelivery {
     pub received_at: Timestamp,
     pub headers: Value,
     pub body: Vec<u8>,
+}
+
+#[cfg(test)]
+mod script_tests {
+    use super::ProbeScript;
+
+    #[test]
+    fn a_text_is_empty_as_the_schema_says_and_no_otherwise() {
+        let with = |message: &str| ProbeScript {
+            message: message.into(),
+            ..ProbeScript::default()
+        };
+        for empty in ["", " ", "\t\n", "\u{a0}\u{3000}", "\u{feff}"] {
+            assert!(with(empty).validate().is_err(), "{empty:?}");
+        }
+        // Not whitespace to the schema's `\S` (ECMAScript), so not empty here either.
+        for text in ["\u{85}", "ñ", " x "] {
+            assert!(with(text).validate().is_ok(), "{text:?}");
+        }
+    }
 }
