@@ -258,7 +258,7 @@ pub async fn deliver_due(services: &Services, owner: &str) -> Result<usize, Serv
     let hold_back = chrono::Duration::from_std(services.webhooks.retry.hold_back)
         .unwrap_or(chrono::Duration::minutes(5));
     let started = std::time::Instant::now();
-    let claimed = services
+    let mut claimed = services
         .store
         .claim_deliveries(
             owner,
@@ -269,7 +269,6 @@ pub async fn deliver_due(services: &Services, owner: &str) -> Result<usize, Serv
             services.webhooks.batch,
         )
         .await?;
-    let mut claimed = claimed;
     let attested = &attach_attestations(services, &mut claimed).await?;
     let count = claimed.len();
     let claimed_in = started.elapsed();

@@ -276,27 +276,33 @@ impl<'a> Cycle<'a> {
                         Err(end) => break end,
                     }
                 };
-                // A message the binding could not decode is a malformed frame, as an SSE
-                // frame that is not JSON is: the stream cannot count as well formed.
-                if let StreamStop::Malformed(e) = &end {
-                    run.malformed_frames += 1;
-                    self.problem(
-                        TaskRole::Lifecycle,
-                        format!("stream {call}: malformed frame: {e}"),
-                    );
-                }
-                run.end = stream_end(end);
-                self.client
-                    .record_stream_end(call, &format!("{:?}", run.end), started);
-                self.step(format!(
-                    "  stream {call} ended: {:?} after {} frames",
-                    run.end, run.frames
-                ));
+                self.stream_ended(&mut run, end, started, "stream");
                 let had_task = self.ids(TaskRole::Lifecycle).task_id.is_some();
                 self.obs.streams.push(run);
                 had_task
             }
         }
+    }
+
+    /// Records how lifecycle stream `run` (a `what`: stream or resubscription) ended. A message
+    /// the binding could not decode is a malformed frame, as an SSE frame that is not JSON is:
+    /// the stream cannot count as well formed.
+    fn stream_ended(&mut self, run: &mut StreamRun, end: StreamStop, started: Instant, what: &str) {
+        let call = run.call;
+        if let StreamStop::Malformed(e) = &end {
+            run.malformed_frames += 1;
+            self.problem(
+                TaskRole::Lifecycle,
+                format!("stream {call}: malformed frame: {e}"),
+            );
+        }
+        run.end = stream_end(end);
+        self.client
+            .record_stream_end(call, &format!("{:?}", run.end), started);
+        self.step(format!(
+            "  {what} {call} ended: {:?} after {} frames",
+            run.end, run.frames
+        ));
     }
 
     /// One frame of the lifecycle stream `run`: recorded, counted, and its task observed. With
@@ -498,20 +504,7 @@ impl<'a> Cycle<'a> {
                         Err(end) => break end,
                     }
                 };
-                if let StreamStop::Malformed(e) = &end {
-                    run.malformed_frames += 1;
-                    self.problem(
-                        TaskRole::Lifecycle,
-                        format!("stream {call}: malformed frame: {e}"),
-                    );
-                }
-                run.end = stream_end(end);
-                self.client
-                    .record_stream_end(call, &format!("{:?}", run.end), started);
-                self.step(format!(
-                    "  resubscription {call} ended: {:?} after {} frames",
-                    run.end, run.frames
-                ));
+                self.stream_ended(&mut run, end, started, "resubscription");
                 let events = self
                     .obs
                     .transitions
