@@ -177,7 +177,7 @@ pub fn choose_interface(
     };
     for binding in order {
         if let Some(i) = offered.iter().find(|i| binding.names(&i.binding)) {
-            match Wire::for_interface(version, &i.binding) {
+            match Wire::for_interface(version, *binding) {
                 Some(wire) => return Ok(((*i).clone(), wire)),
                 None if wanted.is_some() => {
                     return Err(format!("cardgate does not speak {binding} for {version}"));

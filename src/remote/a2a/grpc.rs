@@ -1,0 +1,185 @@
+//! The gRPC binding (A2A §10): unary calls and server streams on `lf.a2a.v1.A2AService`, each
+//! recorded like an HTTP exchange, with the call's status and metadata in place of HTTP's.
+
+use serde_json::Value;
+use tokio::time::Instant;
+use url::Url;
+
+use super::transcript::Ended;
+use super::{Answer, Ctx, EventReader, NOT_CANCELABLE_REASON, Op, Streamed};
+use crate::remote::grpc::{self as wire, GrpcTransport, Method, Reply, StreamBounds, StreamKind};
+
+pub(super) struct GrpcBinding {
+    pub url: Url,
+    /// The channel, or why none could be made (the first call reports it).
+    pub channel: Result<GrpcTransport, String>,
+}
+
+impl GrpcBinding {
+    /// A unary call, recorded like any exchange.
+    pub async fn call(
+        &self,
+        ctx: &mut Ctx<'_>,
+        step: &str,
+        op: &Op,
+        params: Value,
+    ) -> (u32, Answer) {
+        let Some(method) = unary_method(op) else {
+            let call = ctx.transcript.skip();
+            return (call, Answer::Broken("a stream is not a unary call".into()));
+        };
+        let (call, started, channel) = match self.open(ctx, step, method.name(), &params) {
+            Ok(opened) => opened,
+            Err((call, answer)) => return (call, answer),
+        };
+        let max = ctx.limits.max_body;
+        match tokio::time::timeout(ctx.timeout, channel.unary(method, &params, max)).await {
+            Ok(reply) => (call, finish(ctx, call, started, reply)),
+            Err(_) => (call, timed_out(ctx, call, started)),
+        }
+    }
+
+    /// A server stream: the stream once its response headers arrived, or the status that
+    /// refused it, within the call timeout.
+    pub async fn open_stream(
+        &self,
+        ctx: &mut Ctx<'_>,
+        step: &str,
+        op: &Op,
+        params: Value,
+        deadline: Instant,
+    ) -> Streamed {
+        let Some(kind) = stream_kind(op) else {
+            let call = ctx.transcript.skip();
+            return Streamed::plain(call, Answer::Broken("a unary call is not a stream".into()));
+        };
+        let (call, started, channel) = match self.open(ctx, step, kind.name(), &params) {
+            Ok(opened) => opened,
+            Err((call, answer)) => return Streamed::plain(call, answer),
+        };
+        let opened = tokio::time::timeout(
+            ctx.timeout,
+            channel.stream(kind, &params, ctx.limits.max_event_bytes),
+        )
+        .await;
+        match opened {
+            Err(_) => Streamed::plain(call, timed_out(ctx, call, started)),
+            Ok(Err(reply)) => Streamed::plain(call, finish(ctx, call, started, reply)),
+            Ok(Ok((events, status))) => {
+                let content_type = status.metadata.get("content-type").cloned();
+                let ended = Ended {
+                    content_type: content_type.clone(),
+                    ..Ended::default()
+                };
+                ctx.transcript.finish(call, started, ended);
+                ctx.transcript.set_grpc_status(call, status);
+                let bounds = StreamBounds {
+                    max_events: ctx.limits.max_events,
+                    idle: ctx.limits.idle,
+                    deadline,
+                };
+                Streamed::Events {
+                    call,
+                    reader: Box::new(EventReader::Grpc { events, bounds }),
+                    content_type,
+                }
+            }
+        }
+    }
+}
+
+impl GrpcBinding {
+    /// Records a new exchange for `method` and hands out the channel, or answers at once when
+    /// there is none.
+    fn open(
+        &self,
+        ctx: &mut Ctx<'_>,
+        step: &str,
+        method: &str,
+        params: &Value,
+    ) -> Result<(u32, Instant, &GrpcTransport), (u32, Answer)> {
+        let name = format!("{}/{method}", wire::SERVICE);
+        let call = ctx
+            .transcript
+            .open(step, name, self.url.to_string(), Some(params));
+        let started = Instant::now();
+        match &self.channel {
+            Ok(channel) => Ok((call, started, channel)),
+            Err(e) => {
+                ctx.transcript
+                    .finish(call, started, Ended::failed(e.clone()));
+                Err((call, Answer::Broken(e.clone())))
+            }
+        }
+    }
+}
+
+/// A call that ran out of time: recorded, counted, and answered as broken.
+fn timed_out(ctx: &mut Ctx<'_>, call: u32, started: Instant) -> Answer {
+    ctx.outbound.metrics.outbound("timeout");
+    let e = ctx.no_answer();
+    ctx.transcript
+        .finish(call, started, Ended::failed(e.clone()));
+    Answer::Broken(e)
+}
+
+/// Whether an error is `TaskNotCancelableError`: `FAILED_PRECONDITION` with the reason
+/// `TASK_NOT_CANCELABLE`.
+pub(super) fn not_cancelable(code: i64, message: &str) -> bool {
+    code == i64::from(tonic::Code::FailedPrecondition as i32)
+        && message.contains(NOT_CANCELABLE_REASON)
+}
+
+fn unary_method(op: &Op) -> Option<Method> {
+    match op {
+        Op::Send => Some(Method::SendMessage),
+        Op::Get(..) => Some(Method::GetTask),
+        Op::Cancel(_) => Some(Method::CancelTask),
+        Op::SetPush(_) => Some(Method::CreateTaskPushNotificationConfig),
+        Op::Stream | Op::Subscribe(_) => None,
+    }
+}
+
+fn stream_kind(op: &Op) -> Option<StreamKind> {
+    match op {
+        Op::Stream => Some(StreamKind::SendStreamingMessage),
+        Op::Subscribe(_) => Some(StreamKind::SubscribeToTask),
+        Op::Send | Op::Get(..) | Op::Cancel(_) | Op::SetPush(_) => None,
+    }
+}
+
+/// Records how a gRPC call ended and turns it into the probe's answer.
+fn finish(ctx: &mut Ctx<'_>, call: u32, started: Instant, reply: Reply) -> Answer {
+    match reply {
+        Reply::Message(body, status) => {
+            let ended = Ended {
+                content_type: status.metadata.get("content-type").cloned(),
+                response: Some(body.clone()),
+                ..Ended::default()
+            };
+            ctx.transcript.finish(call, started, ended);
+            ctx.transcript.set_grpc_status(call, status);
+            Answer::Result(body)
+        }
+        Reply::Status(status) => {
+            // The A2A reason beside the gRPC code: NOT_FOUND alone does not say what was.
+            let reason = status
+                .reason()
+                .map(|r| format!(" ({r})"))
+                .unwrap_or_default();
+            let answer = Answer::Error {
+                code: i64::from(status.code),
+                message: format!("gRPC {}{reason}: {}", status.status, status.message),
+            };
+            let error = format!("gRPC status {} {}", status.status, status.message);
+            ctx.transcript.finish(call, started, Ended::failed(error));
+            ctx.transcript.set_grpc_status(call, status);
+            answer
+        }
+        Reply::Unsendable(e) => {
+            ctx.transcript
+                .finish(call, started, Ended::failed(e.clone()));
+            Answer::Broken(e)
+        }
+    }
+}

@@ -1,0 +1,438 @@
+//! An evidence-first A2A client: v1.0 JSON-RPC, v0.3 JSON-RPC, v1.0 HTTP+JSON and v1.0 gRPC,
+//! chosen by the subject's version and the card's interface. Every request and response body,
+//! every stream event with its receive time, and the headers (or gRPC status and metadata)
+//! that matter are kept in a transcript; gRPC messages are kept as their proto3 JSON mapping,
+//! so every binding reads alike. Nothing is parsed strictly here (that is
+//! `domain::probe::events`'s lenient job).
+//!
+//! Two axes, one file each: the `Dialect` says what a request looks like (v0.3 or v1.0
+//! shapes), the transport how it travels (the HTTP carrier with JSON-RPC or HTTP+JSON framing,
+//! or gRPC), chosen once from the [`Wire`] when the client is made.
+
+mod dialect;
+mod grpc;
+mod http;
+mod jsonrpc;
+mod rest;
+mod transcript;
+
+use std::time::Duration;
+
+use serde::Serialize;
+use serde_json::{Value, json};
+use tokio::time::Instant;
+use url::Url;
+
+use self::dialect::Dialect;
+pub use transcript::{Exchange, FrameRecord, Omitted};
+
+use self::grpc::GrpcBinding;
+use self::http::{Framing, HttpTransport};
+use self::transcript::Transcript;
+use super::Outbound;
+use super::grpc::{GrpcEvents, GrpcTransport, StreamBounds};
+use super::sse::{Frame, SseReader, StreamStop};
+use crate::domain::binding::Binding;
+use crate::domain::version::ProtocolVersion;
+
+/// The (dialect, binding) pairs cardgate speaks, as the transcript and the run name them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Wire {
+    /// v1.0 JSON-RPC: `SendMessage`…, `A2A-Version: 1.0` on every call.
+    JsonRpcV1,
+    /// v0.2/v0.3 JSON-RPC: `message/send`…, lowercase states, `kind`, no version header.
+    JsonRpcV03,
+    /// v1.0 HTTP+JSON: `POST /message:send`….
+    RestV1,
+    /// v1.0 gRPC: `lf.a2a.v1.A2AService/SendMessage`…, `a2a-version` metadata on every call.
+    GrpcV1,
+}
+
+impl Wire {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Wire::JsonRpcV1 => "json-rpc-v1",
+            Wire::JsonRpcV03 => "json-rpc-v03",
+            Wire::RestV1 => "rest-v1",
+            Wire::GrpcV1 => "grpc-v1",
+        }
+    }
+
+    /// The wire for a subject version and interface binding, if cardgate speaks it (v0.3
+    /// only over JSON-RPC).
+    pub fn for_interface(version: ProtocolVersion, binding: Binding) -> Option<Self> {
+        match (version.is_pre_1_0(), binding) {
+            (true, Binding::JsonRpc) => Some(Self::JsonRpcV03),
+            (true, _) => None,
+            (false, Binding::JsonRpc) => Some(Self::JsonRpcV1),
+            (false, Binding::HttpJson) => Some(Self::RestV1),
+            (false, Binding::Grpc) => Some(Self::GrpcV1),
+        }
+    }
+
+    fn dialect(self) -> Dialect {
+        match self {
+            Wire::JsonRpcV03 => Dialect::V03,
+            Wire::JsonRpcV1 | Wire::RestV1 | Wire::GrpcV1 => Dialect::V1,
+        }
+    }
+}
+
+/// Bounds of each call.
+#[derive(Debug, Clone, Copy)]
+pub struct CallLimits {
+    pub max_body: usize,
+    pub timeout: Duration,
+    pub max_event_bytes: usize,
+    pub max_events: usize,
+    pub idle: Duration,
+    /// Exchanges the transcript keeps (it is stored with the run and shown to every reader);
+    /// later ones are counted, not kept.
+    pub transcript_exchanges: usize,
+    /// Bytes of bodies and event data the transcript keeps; past it, each body is replaced by
+    /// a note of its size.
+    pub transcript_bytes: usize,
+}
+
+impl Default for CallLimits {
+    fn default() -> Self {
+        Self {
+            max_body: 256 * 1024,
+            timeout: Duration::from_secs(15),
+            max_event_bytes: 256 * 1024,
+            max_events: 200,
+            idle: Duration::from_secs(10),
+            transcript_exchanges: 200,
+            transcript_bytes: 2 * 1024 * 1024,
+        }
+    }
+}
+
+/// What a call produced.
+#[derive(Debug, Clone)]
+pub enum Answer {
+    /// The A2A result object (JSON-RPC `result`, or the REST body).
+    Result(Value),
+    /// A JSON-RPC error, or a REST error status with its body.
+    Error { code: i64, message: String },
+    /// No usable answer: transport failure, non-JSON, wrong shape.
+    Broken(String),
+}
+
+/// An open streaming call.
+pub enum Streamed {
+    Events {
+        call: u32,
+        reader: Box<EventReader>,
+        content_type: Option<String>,
+    },
+    /// Not an event stream: the plain answer instead.
+    Plain {
+        call: u32,
+        content_type: Option<String>,
+        answer: Answer,
+    },
+}
+
+impl Streamed {
+    /// A stream that never opened: the answer in its place.
+    fn plain(call: u32, answer: Answer) -> Self {
+        Streamed::Plain {
+            call,
+            content_type: None,
+            answer,
+        }
+    }
+}
+
+/// What the probe sends.
+#[derive(Debug, Clone)]
+pub struct Outgoing<'a> {
+    pub text: &'a str,
+    pub task_id: Option<&'a str>,
+    pub context_id: Option<&'a str>,
+    /// Return at once instead of blocking until a terminal or interrupted state.
+    pub non_blocking: bool,
+    /// A webhook (URL, token) given inline in the message's configuration, so that a task
+    /// that finishes at once still notifies.
+    pub webhook: Option<(&'a str, &'a str)>,
+}
+
+/// The events of an open stream, whichever binding carries them.
+pub enum EventReader {
+    Sse(SseReader),
+    Grpc {
+        events: GrpcEvents,
+        bounds: StreamBounds,
+    },
+}
+
+impl EventReader {
+    /// The next event, or why there is none.
+    pub async fn next(&mut self) -> Result<Frame, StreamStop> {
+        match self {
+            EventReader::Sse(reader) => reader.next().await,
+            EventReader::Grpc { events, bounds } => events.next(*bounds).await,
+        }
+    }
+}
+
+/// The operations the probe uses.
+enum Op {
+    Send,
+    Stream,
+    Get(String, Option<u32>),
+    Cancel(String),
+    SetPush(String),
+    Subscribe(String),
+}
+
+/// The `ErrorInfo` reason of `TaskNotCancelableError` on the bindings that carry one.
+const NOT_CANCELABLE_REASON: &str = "(TASK_NOT_CANCELABLE)";
+
+/// How calls travel, chosen once from the wire.
+enum Transport {
+    Http(HttpTransport),
+    Grpc(GrpcBinding),
+}
+
+/// What a transport needs of the client for one call.
+struct Ctx<'a> {
+    transcript: &'a mut Transcript,
+    outbound: &'a Outbound,
+    limits: &'a CallLimits,
+    /// This call's timeout: its own, cut to what is left of the cycle's deadline.
+    timeout: Duration,
+}
+
+impl Ctx<'_> {
+    /// Why a call that timed out has no answer.
+    fn no_answer(&self) -> String {
+        if self.timeout < self.limits.timeout {
+            "no answer before the probe cycle's deadline".to_string()
+        } else {
+            format!("no answer within {} s", self.timeout.as_secs())
+        }
+    }
+}
+
+pub struct A2aClient {
+    outbound: Outbound,
+    transport: Transport,
+    wire: Wire,
+    limits: CallLimits,
+    transcript: Transcript,
+    /// No call runs past this (the probe cycle's deadline), whatever `limits.timeout` says.
+    deadline: Option<Instant>,
+}
+
+impl A2aClient {
+    pub fn new(
+        outbound: Outbound,
+        url: Url,
+        wire: Wire,
+        version: ProtocolVersion,
+        limits: CallLimits,
+    ) -> Self {
+        let version = version.to_string();
+        let transport = match wire {
+            Wire::GrpcV1 => Transport::Grpc(GrpcBinding {
+                channel: GrpcTransport::new(&outbound, &url, &version).map_err(|e| e.to_string()),
+                url,
+            }),
+            Wire::JsonRpcV1 | Wire::JsonRpcV03 | Wire::RestV1 => {
+                let framing = match wire {
+                    Wire::RestV1 => Framing::Rest,
+                    _ => Framing::JsonRpc(wire.dialect()),
+                };
+                Transport::Http(HttpTransport {
+                    url,
+                    framing,
+                    version: wire.dialect().version_header(&version),
+                })
+            }
+        };
+        Self {
+            outbound,
+            transport,
+            wire,
+            transcript: Transcript::new(limits.transcript_exchanges, limits.transcript_bytes),
+            limits,
+            deadline: None,
+        }
+    }
+
+    pub fn wire(&self) -> Wire {
+        self.wire
+    }
+
+    /// Bounds every later call by `deadline`.
+    pub fn set_deadline(&mut self, deadline: Instant) {
+        self.deadline = Some(deadline);
+    }
+
+    /// The number the next call will be given.
+    pub fn next_call(&self) -> u32 {
+        self.transcript.next_call()
+    }
+
+    pub fn transcript(&self) -> &[Exchange] {
+        self.transcript.exchanges()
+    }
+
+    pub fn into_transcript(self) -> Vec<Exchange> {
+        self.transcript.into_exchanges()
+    }
+
+    /// What the transcript left out, if anything.
+    pub fn omitted(&self) -> Option<Omitted> {
+        self.transcript.omitted()
+    }
+
+    /// Records a frame of an open stream in its exchange.
+    pub fn record_frame(&mut self, call: u32, frame: &Frame) {
+        self.transcript.record_frame(call, frame);
+    }
+
+    /// Records how an open stream ended.
+    pub fn record_stream_end(&mut self, call: u32, end: &str, started: Instant) {
+        self.transcript.record_stream_end(call, end, started);
+    }
+
+    /// SendMessage / message/send.
+    pub async fn send(&mut self, step: &str, out: &Outgoing<'_>) -> (u32, Answer) {
+        let params = self.wire.dialect().send_params(out);
+        let (call, answer) = self.call(step, Op::Send, params).await;
+        if let Some((_, token)) = out.webhook {
+            self.transcript.redact(call, token);
+        }
+        (call, answer)
+    }
+
+    /// GetTask / tasks/get, with the full history unless `history_length` says otherwise.
+    pub async fn get_task(
+        &mut self,
+        step: &str,
+        task_id: &str,
+        history_length: Option<u32>,
+    ) -> (u32, Answer) {
+        let mut params = json!({ "id": task_id });
+        if let Some(n) = history_length {
+            params["historyLength"] = n.into();
+        }
+        self.call(step, Op::Get(task_id.to_string(), history_length), params)
+            .await
+    }
+
+    /// CancelTask / tasks/cancel.
+    pub async fn cancel(&mut self, step: &str, task_id: &str) -> (u32, Answer) {
+        let op = Op::Cancel(task_id.to_string());
+        self.call(step, op, json!({ "id": task_id })).await
+    }
+
+    /// Registers a push webhook for a task.
+    pub async fn set_push(
+        &mut self,
+        step: &str,
+        task_id: &str,
+        url: &str,
+        token: &str,
+    ) -> (u32, Answer) {
+        let params = self.wire.dialect().set_push_params(task_id, url, token);
+        let (call, answer) = self
+            .call(step, Op::SetPush(task_id.to_string()), params)
+            .await;
+        // The token is a credential for cardgate's webhook while the probe runs; the
+        // transcript is readable by any reader key, so it never holds the token.
+        self.transcript.redact(call, token);
+        (call, answer)
+    }
+
+    /// SendStreamingMessage / message/stream. The caller reads the frames within `deadline`.
+    pub async fn stream(&mut self, step: &str, out: &Outgoing<'_>, deadline: Instant) -> Streamed {
+        let params = self.wire.dialect().send_params(out);
+        self.open_stream(step, Op::Stream, params, deadline).await
+    }
+
+    /// SubscribeToTask / tasks/resubscribe (HTTP+JSON `GET /tasks/{id}:subscribe`). The caller
+    /// reads the frames within `deadline`.
+    pub async fn subscribe(&mut self, step: &str, task_id: &str, deadline: Instant) -> Streamed {
+        let op = Op::Subscribe(task_id.to_string());
+        self.open_stream(step, op, json!({ "id": task_id }), deadline)
+            .await
+    }
+
+    /// Whether an error answer is the binding's form of `TaskNotCancelableError`: JSON-RPC
+    /// -32002; gRPC `FAILED_PRECONDITION` and HTTP+JSON 400, each with the reason
+    /// `TASK_NOT_CANCELABLE` (A2A v1.0 §5.4).
+    pub fn refused_as_not_cancelable(&self, code: i64, message: &str) -> bool {
+        match &self.transport {
+            Transport::Http(http) => http.not_cancelable(code, message),
+            Transport::Grpc(_) => grpc::not_cancelable(code, message),
+        }
+    }
+
+    /// The A2A result one stream frame's data carries.
+    pub fn frame_result(&self, frame: &Frame) -> Answer {
+        match &self.transport {
+            Transport::Http(http) => http.frame_result(frame),
+            // gRPC frames are already the proto3 JSON of a StreamResponse.
+            Transport::Grpc(_) => match serde_json::from_str::<Value>(&frame.data) {
+                Ok(value) => Answer::Result(value),
+                Err(e) => Answer::Broken(format!("frame is not JSON: {e}")),
+            },
+        }
+    }
+
+    async fn call(&mut self, step: &str, op: Op, params: Value) -> (u32, Answer) {
+        let (transport, mut ctx) = self.parts();
+        match transport {
+            Transport::Http(http) => http.call(&mut ctx, step, &op, params).await,
+            Transport::Grpc(grpc) => grpc.call(&mut ctx, step, &op, params).await,
+        }
+    }
+
+    async fn open_stream(
+        &mut self,
+        step: &str,
+        op: Op,
+        params: Value,
+        deadline: Instant,
+    ) -> Streamed {
+        let (transport, mut ctx) = self.parts();
+        match transport {
+            Transport::Http(http) => {
+                http.open_stream(&mut ctx, step, &op, params, deadline)
+                    .await
+            }
+            Transport::Grpc(grpc) => {
+                grpc.open_stream(&mut ctx, step, &op, params, deadline)
+                    .await
+            }
+        }
+    }
+
+    /// The transport, and what it needs of the client for the next call.
+    fn parts(&mut self) -> (&Transport, Ctx<'_>) {
+        let timeout = self.call_timeout();
+        let ctx = Ctx {
+            transcript: &mut self.transcript,
+            outbound: &self.outbound,
+            limits: &self.limits,
+            timeout,
+        };
+        (&self.transport, ctx)
+    }
+
+    /// The time a call may take now: its own timeout, cut to what is left of the deadline.
+    fn call_timeout(&self) -> Duration {
+        match self.deadline {
+            Some(d) => self
+                .limits
+                .timeout
+                .min(d.saturating_duration_since(Instant::now())),
+            None => self.limits.timeout,
+        }
+    }
+}
