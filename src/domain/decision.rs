@@ -1,7 +1,7 @@
 //! Decision evaluation: may this caller derive lifecycle semantics from this callee?
 //!
 //! A pure function of the caller's posture and the facts the registry holds about one subject
-//! (trust-model.md, "Decisions"). Every condition is reported with a reason, `unknown` never
+//! (docs/trust-model.md, "Decisions"). Every condition is reported with a reason, `unknown` never
 //! counts as `pass`, and the answer is authoritative only when every condition passes.
 
 use std::collections::{BTreeMap, BTreeSet};

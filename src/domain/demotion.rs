@@ -3,7 +3,7 @@
 
 use serde::{Deserialize, Serialize};
 
-/// The classes of demotion trigger (trust-model.md, "Demotion triggers").
+/// The classes of demotion trigger (docs/trust-model.md, "Demotion triggers").
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum DemotionClass {

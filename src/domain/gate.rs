@@ -1,6 +1,6 @@
 //! Gate state per subject, derived by folding the subject's ledger events.
 //!
-//! The rules are trust-model.md's: every subject starts `card-trusted`; only a passing probe
+//! The rules are docs/trust-model.md's: every subject starts `card-trusted`; only a passing probe
 //! cycle promotes to `lifecycle-trusted`; a demotion trigger on a `lifecycle-trusted` subject
 //! demotes; a demoted subject is promoted again only by a probe that *started* after the
 //! demotion. A card that stops verifying overlays `untrusted` without erasing the gate, because
@@ -169,7 +169,7 @@ impl From<SubjectState> for StoredSubjectState {
 
 /// Where a probe run started, in ledger order: the ledger head seq it recorded when it
 /// started (every event up to it was committed before), and the time, for people. The order
-/// of events never rests on two machines' clocks (trust-model.md, gate states).
+/// of events never rests on two machines' clocks (docs/trust-model.md, gate states).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ProbeStart {
     pub head_seq: Option<i64>,

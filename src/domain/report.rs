@@ -1,5 +1,5 @@
 //! Callers' violation reports: checking that the evidence really shows the violation before a
-//! report may demote anything (trust-model.md, "Demotion triggers").
+//! report may demote anything (docs/trust-model.md, "Demotion triggers").
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -142,7 +142,7 @@ fn observed(evidence: &Value) -> Result<Vec<Seen>, String> {
 
 fn terminal_without_timestamp(seen: &[Seen]) -> Result<String, String> {
     // A timestamp that names no instant (no zone, unparseable) counts as missing
-    // (trust-model.md, rule 2); an offset such as `+00:00` names one and does not.
+    // (docs/trust-model.md, rule 2); an offset such as `+00:00` names one and does not.
     let without = |s: &&Seen| {
         s.state.is_terminal() && s.timestamp.as_deref().and_then(parse_timestamp).is_none()
     };
@@ -296,7 +296,7 @@ impl ReportOutcome {
 /// The report demotion policy: the events a checked `report` appends for a subject in
 /// `state`, and its outcome. Every report is recorded in the ledger; only a
 /// `lifecycle-trusted` subject is demoted, and a demoted one gains the class if it is new
-/// (trust-model.md, "Demotion triggers").
+/// (docs/trust-model.md, "Demotion triggers").
 pub fn consequences(report: &Report, state: &SubjectState) -> (Vec<EventBody>, ReportOutcome) {
     let mut events = vec![EventBody::ReportReceived {
         report_id: report.id,

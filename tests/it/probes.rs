@@ -640,7 +640,7 @@ async fn a_run_left_running_by_a_crash_is_aborted_at_the_next_start(db: TestDb) 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_v03_agent_with_history_behind_a_lagging_proxy_is_promoted_not_demoted() {
     // GetTask (polled for history while the stream is open) answers ahead of the stream that
-    // the proxy holds back: arrival order across channels is not evidence (trust-model.md, 3).
+    // the proxy holds back: arrival order across channels is not evidence (docs/trust-model.md, 3).
     let proxy = crate::support::proxy::LaggingProxy::start(Duration::from_millis(150)).await;
     let config = FakeAgentConfig {
         versions: vec!["0.3"],

@@ -1,5 +1,5 @@
 //! What a newly fetched card means for a callee's subjects: the ledger events a refresh
-//! appends (trust-model.md, "Scheduling"; issue #3's refresh transitions).
+//! appends (docs/trust-model.md, "Scheduling"; issue #3's refresh transitions).
 
 use std::collections::{BTreeMap, BTreeSet};
 

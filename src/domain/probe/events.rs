@@ -191,7 +191,7 @@ fn status(value: Option<&Value>) -> Result<Option<Status>, String> {
 }
 
 /// The instant a `status.timestamp` names: RFC 3339 with `Z` or a numeric offset
-/// (trust-model.md, rule 2). One without a zone, or unparseable, names none and counts as
+/// (docs/trust-model.md, rule 2). One without a zone, or unparseable, names none and counts as
 /// missing; how an instant is spelled is judged apart ([`is_utc_z`]).
 pub fn parse_timestamp(raw: &str) -> Option<Timestamp> {
     DateTime::parse_from_rfc3339(raw)

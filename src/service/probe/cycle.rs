@@ -407,7 +407,7 @@ impl<'a> Cycle<'a> {
         }
     }
 
-    /// Terminal discipline (trust-model.md, rule 3): once the lifecycle task has ended, a
+    /// Terminal discipline (docs/trust-model.md, rule 3): once the lifecycle task has ended, a
     /// cancel of it must be refused and leave it as it ended, and a resubscription must not
     /// show it end again. What these calls show of the task is observed like any other
     /// transition; the checks read them from `from_call` on.

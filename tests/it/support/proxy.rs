@@ -1,7 +1,7 @@
 //! A lagging reverse proxy for interop tests: it sits between cardgate and an agent, forwards
 //! every request as it is, and holds back each server-sent event of a streamed answer for a
 //! while, as a buffering proxy in front of a real agent does. GetTask answers pass at once,
-//! so they overtake the stream: what a verdict must survive (trust-model.md, rule 3).
+//! so they overtake the stream: what a verdict must survive (docs/trust-model.md, rule 3).
 
 use std::net::SocketAddr;
 use std::sync::{Arc, OnceLock};
