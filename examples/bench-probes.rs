@@ -96,7 +96,7 @@ async fn main() -> anyhow::Result<()> {
             out.judgement
                 .findings
                 .iter()
-                .any(|f| f.code == "LC-FULL-LIFECYCLE")
+                .any(|f| f.code == cardgate::domain::probe::Rule::FullLifecycle)
         );
         out.transcript.as_array().map_or(0, Vec::len)
     };

@@ -352,7 +352,7 @@ fn junit_cases(reports: &[(ProtocolVersion, Report)]) -> Vec<junit::Case> {
         match report {
             Ok(o) => cases.extend(o.judgement.findings.iter().map(|f| junit::Case {
                 classname: classname.clone(),
-                name: f.code.clone(),
+                name: f.code.to_string(),
                 outcome: match f.status {
                     FindingStatus::Pass => junit::Outcome::Passed,
                     FindingStatus::Fail => junit::Outcome::Failed {

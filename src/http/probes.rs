@@ -232,7 +232,7 @@ impl From<&Transition> for TransitionView {
 impl From<&Finding> for FindingView {
     fn from(f: &Finding) -> Self {
         Self {
-            code: f.code.clone(),
+            code: f.code.to_string(),
             level: text(&f.level),
             status: text(&f.status),
             message: f.message.clone(),

@@ -2,9 +2,8 @@
 //! modules below it (lib.rs gives the order), so no import cycle can form between layers.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::Path;
 
-use crate::support::repo_path;
+use crate::support::{repo_path, rust_sources};
 
 /// What each top-level module may import besides itself.
 const ALLOWED: &[(&str, &[&str])] = &[
@@ -72,23 +71,12 @@ fn imports(source: &str) -> BTreeSet<String> {
         .collect()
 }
 
-fn sources(dir: &Path, out: &mut Vec<std::path::PathBuf>) {
-    for entry in std::fs::read_dir(dir).unwrap() {
-        let path = entry.unwrap().path();
-        if path.is_dir() {
-            sources(&path, out);
-        } else if path.extension().is_some_and(|e| e == "rs") {
-            out.push(path);
-        }
-    }
-}
-
 #[test]
 fn each_layer_imports_only_the_layers_below_it() {
     let src = repo_path("src");
     let allowed: BTreeMap<&str, &[&str]> = ALLOWED.iter().copied().collect();
     let mut files = Vec::new();
-    sources(&src, &mut files);
+    rust_sources(&src, &mut files);
     let mut checked = 0;
     let mut wrong = Vec::new();
     for file in files {

@@ -10,6 +10,7 @@ mod api;
 mod attestations;
 mod cli;
 mod discovery;
+mod docs;
 mod events;
 mod grpc;
 mod hostile;

@@ -510,7 +510,7 @@ async fn the_http_json_binding_is_spoken_where_a_card_offers_only_that() {
         out.judgement
             .findings
             .iter()
-            .find(|f| f.code == code)
+            .find(|f| f.code.code() == code)
             .unwrap()
     };
     assert_eq!(

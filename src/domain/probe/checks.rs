@@ -7,6 +7,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use super::events::is_utc_z;
+use super::rule::Rule;
 use super::{
     Channel, EndedCancel, EndedResubscribe, Finding, FindingStatus, Judgement, Level, Observations,
     PushRun, Source, Spelling, StreamEnd, StreamRun, TaskRole, TaskState, Transition, Verdict,
@@ -87,9 +88,19 @@ pub fn evaluate(
     }
 }
 
-fn finding(code: &str, level: Level, status: FindingStatus, message: impl Into<String>) -> Finding {
+/// A finding of `rule` at the rule's own level.
+fn finding(rule: Rule, status: FindingStatus, message: impl Into<String>) -> Finding {
+    finding_at(rule, rule.level(), status, message)
+}
+
+fn finding_at(
+    rule: Rule,
+    level: Level,
+    status: FindingStatus,
+    message: impl Into<String>,
+) -> Finding {
     Finding {
-        code: code.into(),
+        code: rule,
         level,
         status,
         message: message.into(),
@@ -100,9 +111,9 @@ fn finding(code: &str, level: Level, status: FindingStatus, message: impl Into<S
 use FindingStatus::{Fail, NotExercised, Pass};
 
 fn task_created(obs: &Observations) -> Finding {
-    const CODE: &str = "LC-TASK-CREATED";
+    const CODE: Rule = Rule::TaskCreated;
     if obs.message_only.contains(&TaskRole::Lifecycle) {
-        return finding(
+        return finding_at(
             CODE,
             Level::Policy,
             NotExercised,
@@ -114,12 +125,7 @@ fn task_created(obs: &Observations) -> Finding {
         .get(&TaskRole::Lifecycle)
         .and_then(|t| t.task_id.as_ref())
     {
-        Some(id) => finding(
-            CODE,
-            Level::Must,
-            Pass,
-            format!("the agent created task {id}"),
-        ),
+        Some(id) => finding(CODE, Pass, format!("the agent created task {id}")),
         None => {
             let why = problems_of(obs, TaskRole::Lifecycle)
                 .first()
@@ -127,7 +133,6 @@ fn task_created(obs: &Observations) -> Finding {
                 .unwrap_or_else(|| "no task id was returned".into());
             finding(
                 CODE,
-                Level::Must,
                 Fail,
                 format!("the first message did not create a task: {why}"),
             )
@@ -158,9 +163,9 @@ fn path_text(states: &[TaskState]) -> String {
 }
 
 fn full_lifecycle(obs: &Observations, lifecycle: &[&Transition]) -> Finding {
-    const CODE: &str = "LC-FULL-LIFECYCLE";
+    const CODE: Rule = Rule::FullLifecycle;
     // Which states were seen is read from every channel; their order only from within one
-    // channel, or from the agent's own timestamps (trust-model.md, rule 3).
+    // channel, or from the agent's own timestamps (docs/trust-model.md, rule 3).
     let seen = seen_text(lifecycle);
     let saw = |p: fn(TaskState) -> bool| lifecycle.iter().any(|t| p(t.state));
     let submitted = saw(|s| s == TaskState::Submitted);
@@ -173,11 +178,10 @@ fn full_lifecycle(obs: &Observations, lifecycle: &[&Transition]) -> Finding {
         .collect();
     match (submitted, working, terminal) {
         (true, true, true) if backwards.is_empty() => {
-            finding(CODE, Level::Policy, Pass, format!("observed {seen}"))
+            finding(CODE, Pass, format!("observed {seen}"))
         }
         (true, true, true) => finding(
             CODE,
-            Level::Policy,
             Fail,
             format!(
                 "observed {seen}, but not in the order submitted → working → terminal: {}",
@@ -186,13 +190,11 @@ fn full_lifecycle(obs: &Observations, lifecycle: &[&Transition]) -> Finding {
         ),
         _ if obs.message_only.contains(&TaskRole::Lifecycle) => finding(
             CODE,
-            Level::Policy,
             NotExercised,
             "the agent answered with a Message, so no task lifecycle was observed",
         ),
         (_, _, false) if obs.follow_ups_exhausted => finding(
             CODE,
-            Level::Policy,
             NotExercised,
             format!(
                 "observed {seen}: the task kept asking for input after the probe script's follow-ups ran out"
@@ -200,19 +202,16 @@ fn full_lifecycle(obs: &Observations, lifecycle: &[&Transition]) -> Finding {
         ),
         (false, _, _) => finding(
             CODE,
-            Level::Policy,
             Fail,
             format!("observed {seen}: submitted was never observed"),
         ),
         (_, false, _) => finding(
             CODE,
-            Level::Policy,
             Fail,
             format!("observed {seen}: working was never observed"),
         ),
         (_, _, false) => finding(
             CODE,
-            Level::Policy,
             Fail,
             format!("observed {seen}: the task never reached a terminal state"),
         ),
@@ -320,20 +319,14 @@ fn out_of_order<'a>(transitions: &[&'a Transition]) -> Vec<OutOfOrder<'a>> {
 }
 
 fn timestamps(obs: &Observations) -> Finding {
-    const CODE: &str = "LC-TIMESTAMPS";
+    const CODE: Rule = Rule::Timestamps;
     if obs.transitions.is_empty() {
-        return finding(
-            CODE,
-            Level::Policy,
-            NotExercised,
-            "no transitions were observed",
-        );
+        return finding(CODE, NotExercised, "no transitions were observed");
     }
     let (absent, no_instant) = without_instant(obs.transitions.iter());
     if absent.is_empty() && no_instant.is_empty() {
         finding(
             CODE,
-            Level::Policy,
             Pass,
             format!(
                 "all {} observed transitions carry a status.timestamp that names an instant",
@@ -343,7 +336,6 @@ fn timestamps(obs: &Observations) -> Finding {
     } else {
         finding(
             CODE,
-            Level::Policy,
             Fail,
             missing_text("transitions", &absent, &no_instant),
         )
@@ -389,34 +381,27 @@ fn untimestamped(obs: &Observations) -> Vec<String> {
 }
 
 fn terminal_timestamp(obs: &Observations) -> Finding {
-    const CODE: &str = "LC-TERMINAL-NO-TIMESTAMP";
+    const CODE: Rule = Rule::TerminalNoTimestamp;
     let terminals: Vec<&Transition> = obs
         .transitions
         .iter()
         .filter(|t| t.state.is_terminal())
         .collect();
     if terminals.is_empty() {
-        return finding(
-            CODE,
-            Level::Policy,
-            NotExercised,
-            "no terminal state was observed",
-        );
+        return finding(CODE, NotExercised, "no terminal state was observed");
     }
     let (absent, no_instant) = without_instant(terminals.into_iter());
     if absent.is_empty() && no_instant.is_empty() {
         finding(
             CODE,
-            Level::Policy,
             Pass,
             "every terminal transition carries a status.timestamp that names an instant",
         )
     } else {
         Finding {
-            trigger: Some(DemotionClass::Timestamp),
+            trigger: CODE.trigger(),
             ..finding(
                 CODE,
-                Level::Policy,
                 Fail,
                 missing_text("terminal transitions", &absent, &no_instant),
             )
@@ -428,17 +413,12 @@ fn terminal_timestamp(obs: &Observations) -> Finding {
 /// the `Z` form a MUST; v0.2/v0.3 ask for ISO 8601 UTC, so an offset is reported at SHOULD.
 /// A spelling is never taken for an absence (LC-TIMESTAMPS judges that).
 fn timestamp_format(obs: &Observations, version: ProtocolVersion) -> Finding {
-    const CODE: &str = "LC-TIMESTAMP-FORMAT";
-    let (level, rule) = if version.is_pre_1_0() {
-        (
-            Level::Should,
-            format!("A2A {version} asks for ISO 8601 UTC (`Z`)"),
-        )
+    const CODE: Rule = Rule::TimestampFormat;
+    let level = CODE.level_at(version);
+    let rule = if version.is_pre_1_0() {
+        format!("A2A {version} asks for ISO 8601 UTC (`Z`)")
     } else {
-        (
-            Level::Must,
-            format!("A2A {version} requires RFC 3339 UTC with `Z` (§5.6.1)"),
-        )
+        format!("A2A {version} requires RFC 3339 UTC with `Z` (§5.6.1)")
     };
     let stamped: Vec<&Transition> = obs
         .transitions
@@ -457,8 +437,8 @@ fn timestamp_format(obs: &Observations, version: ProtocolVersion) -> Finding {
         })
         .collect();
     match (stamped.is_empty(), off.is_empty()) {
-        (true, _) => finding(CODE, level, NotExercised, "no timestamps were sent"),
-        (false, true) => finding(
+        (true, _) => finding_at(CODE, level, NotExercised, "no timestamps were sent"),
+        (false, true) => finding_at(
             CODE,
             level,
             Pass,
@@ -467,7 +447,7 @@ fn timestamp_format(obs: &Observations, version: ProtocolVersion) -> Finding {
                 stamped.len()
             ),
         ),
-        (false, false) => finding(
+        (false, false) => finding_at(
             CODE,
             level,
             Fail,
@@ -477,7 +457,7 @@ fn timestamp_format(obs: &Observations, version: ProtocolVersion) -> Finding {
 }
 
 fn timestamp_order(obs: &Observations) -> Finding {
-    const CODE: &str = "LC-TIMESTAMP-ORDER";
+    const CODE: Rule = Rule::TimestampOrder;
     let mut compared = 0;
     let mut backwards = Vec::new();
     for role in [TaskRole::Lifecycle, TaskRole::Push, TaskRole::Cancel] {
@@ -506,19 +486,16 @@ fn timestamp_order(obs: &Observations) -> Finding {
     match (compared, backwards.is_empty()) {
         (0, _) => finding(
             CODE,
-            Level::Policy,
             NotExercised,
             "fewer than two timestamps on one channel to compare",
         ),
         (_, true) => finding(
             CODE,
-            Level::Policy,
             Pass,
             format!("timestamps never go backwards within a channel ({compared} compared)"),
         ),
         (_, false) => finding(
             CODE,
-            Level::Policy,
             Fail,
             format!("timestamps go backwards: {}", backwards.join(", ")),
         ),
@@ -543,7 +520,7 @@ fn stream_calls(obs: &Observations) -> BTreeMap<(TaskRole, u32), Vec<&Transition
 }
 
 fn single_terminal(obs: &Observations) -> Finding {
-    const CODE: &str = "LC-SINGLE-TERMINAL";
+    const CODE: Rule = Rule::SingleTerminal;
     let mut terminal_calls = Vec::new();
     let mut duplicates = Vec::new();
     for ((role, call), transitions) in stream_calls(obs) {
@@ -568,8 +545,8 @@ fn single_terminal(obs: &Observations) -> Finding {
     }
     if !duplicates.is_empty() {
         return Finding {
-            trigger: Some(DemotionClass::Terminal),
-            ..finding(CODE, Level::Must, Fail, duplicates.join("; "))
+            trigger: CODE.trigger(),
+            ..finding(CODE, Fail, duplicates.join("; "))
         };
     }
     if terminal_calls.is_empty() {
@@ -577,29 +554,18 @@ fn single_terminal(obs: &Observations) -> Finding {
         return if any_terminal {
             finding(
                 CODE,
-                Level::Must,
                 Pass,
                 "one terminal state per task (observed without streaming)",
             )
         } else {
-            finding(
-                CODE,
-                Level::Must,
-                NotExercised,
-                "no terminal state was observed",
-            )
+            finding(CODE, NotExercised, "no terminal state was observed")
         };
     }
-    finding(
-        CODE,
-        Level::Must,
-        Pass,
-        "each stream carried exactly one terminal state",
-    )
+    finding(CODE, Pass, "each stream carried exactly one terminal state")
 }
 
 fn nothing_after_terminal(obs: &Observations) -> Finding {
-    const CODE: &str = "LC-NOTHING-AFTER-TERMINAL";
+    const CODE: Rule = Rule::NothingAfterTerminal;
     let mut violations = Vec::new();
     for stream in &obs.streams {
         if stream.events_after_terminal > 0 {
@@ -622,24 +588,19 @@ fn nothing_after_terminal(obs: &Observations) -> Finding {
     }
     if !violations.is_empty() {
         return Finding {
-            trigger: Some(DemotionClass::Terminal),
-            ..finding(CODE, Level::Must, Fail, violations.join("; "))
+            trigger: CODE.trigger(),
+            ..finding(CODE, Fail, violations.join("; "))
         };
     }
     if obs.transitions.iter().any(|t| t.state.is_terminal()) {
-        finding(CODE, Level::Must, Pass, "nothing followed a terminal state")
+        finding(CODE, Pass, "nothing followed a terminal state")
     } else {
-        finding(
-            CODE,
-            Level::Must,
-            NotExercised,
-            "no terminal state was observed",
-        )
+        finding(CODE, NotExercised, "no terminal state was observed")
     }
 }
 
 fn ids_consistent(obs: &Observations) -> Finding {
-    const CODE: &str = "LC-IDS-CONSISTENT";
+    const CODE: Rule = Rule::IdsConsistent;
     let mut mismatches = Vec::new();
     let mut checked = 0;
     for (role, ids) in &obs.tasks {
@@ -658,19 +619,18 @@ fn ids_consistent(obs: &Observations) -> Finding {
         }
     }
     match (checked, mismatches.is_empty()) {
-        (0, _) => finding(CODE, Level::Must, NotExercised, "no task was created"),
+        (0, _) => finding(CODE, NotExercised, "no task was created"),
         (_, true) => finding(
             CODE,
-            Level::Must,
             Pass,
             format!("taskId and contextId agree across all {checked} observations"),
         ),
-        (_, false) => finding(CODE, Level::Must, Fail, mismatches.join("; ")),
+        (_, false) => finding(CODE, Fail, mismatches.join("; ")),
     }
 }
 
 fn get_agrees(obs: &Observations) -> Finding {
-    const CODE: &str = "LC-GET-AGREES";
+    const CODE: Rule = Rule::GetAgrees;
     // GetTask may answer ahead of a lagging stream, or behind it; what it must never do is
     // name another terminal state than the one the task reported elsewhere.
     let mut compared = 0;
@@ -698,17 +658,15 @@ fn get_agrees(obs: &Observations) -> Finding {
     match (compared, disagreements.is_empty()) {
         (0, _) => finding(
             CODE,
-            Level::Must,
             NotExercised,
             "no GetTask answer and reported state were both terminal",
         ),
         (_, true) => finding(
             CODE,
-            Level::Must,
             Pass,
             "GetTask named the same terminal state the task reported",
         ),
-        (_, false) => finding(CODE, Level::Must, Fail, disagreements.join("; ")),
+        (_, false) => finding(CODE, Fail, disagreements.join("; ")),
     }
 }
 
@@ -721,7 +679,7 @@ fn problems_of(obs: &Observations, role: TaskRole) -> Vec<String> {
 }
 
 fn well_formed(obs: &Observations) -> Finding {
-    const CODE: &str = "LC-WELL-FORMED";
+    const CODE: Rule = Rule::WellFormed;
     let mut problems: Vec<String> = obs
         .problems
         .iter()
@@ -736,19 +694,14 @@ fn well_formed(obs: &Observations) -> Finding {
         }
     }
     if problems.is_empty() {
-        finding(
-            CODE,
-            Level::Must,
-            Pass,
-            "every answer and event was well-formed A2A",
-        )
+        finding(CODE, Pass, "every answer and event was well-formed A2A")
     } else {
-        finding(CODE, Level::Must, Fail, problems.join("; "))
+        finding(CODE, Fail, problems.join("; "))
     }
 }
 
 fn wire_version(obs: &Observations, version: ProtocolVersion) -> Finding {
-    const CODE: &str = "LC-WIRE-VERSION";
+    const CODE: Rule = Rule::WireVersion;
     let expected = if version.is_pre_1_0() {
         Spelling::V0
     } else {
@@ -761,16 +714,14 @@ fn wire_version(obs: &Observations, version: ProtocolVersion) -> Finding {
         .map(|t| t.raw_state.as_str())
         .collect();
     match (obs.transitions.is_empty(), wrong.is_empty()) {
-        (true, _) => finding(CODE, Level::Should, NotExercised, "no states were observed"),
+        (true, _) => finding(CODE, NotExercised, "no states were observed"),
         (false, true) => finding(
             CODE,
-            Level::Should,
             Pass,
             format!("states are spelled as A2A {version} spells them"),
         ),
         (false, false) => finding(
             CODE,
-            Level::Should,
             Fail,
             format!(
                 "A2A {version} states spelled another version's way: {}",
@@ -781,17 +732,12 @@ fn wire_version(obs: &Observations, version: ProtocolVersion) -> Finding {
 }
 
 fn input_required(obs: &Observations, lifecycle: &[&Transition]) -> Finding {
-    const CODE: &str = "LC-INPUT-REQUIRED";
+    const CODE: Rule = Rule::InputRequired;
     if !lifecycle
         .iter()
         .any(|t| t.state == TaskState::InputRequired)
     {
-        return finding(
-            CODE,
-            Level::Must,
-            NotExercised,
-            "the task never asked for input",
-        );
+        return finding(CODE, NotExercised, "the task never asked for input");
     }
     // The follow-up was sent after the probe saw input-required, so anything the task reports
     // from the follow-up's call on is causally later, whichever channel carries it.
@@ -809,7 +755,6 @@ fn input_required(obs: &Observations, lifecycle: &[&Transition]) -> Finding {
     if resumed {
         finding(
             CODE,
-            Level::Must,
             Pass,
             format!(
                 "a follow-up with taskId and contextId resumed the task ({} sent)",
@@ -819,14 +764,12 @@ fn input_required(obs: &Observations, lifecycle: &[&Transition]) -> Finding {
     } else if obs.follow_ups_exhausted || first_follow_up.is_none() {
         finding(
             CODE,
-            Level::Must,
             NotExercised,
             "the task asked for more input than the probe script provides",
         )
     } else {
         finding(
             CODE,
-            Level::Must,
             Fail,
             "the task stayed in input-required after a follow-up",
         )
@@ -834,22 +777,16 @@ fn input_required(obs: &Observations, lifecycle: &[&Transition]) -> Finding {
 }
 
 fn cancel(obs: &Observations) -> Finding {
-    const CODE: &str = "LC-CANCEL";
+    const CODE: Rule = Rule::Cancel;
     if !obs.tasks.contains_key(&TaskRole::Cancel) {
         return finding(
             CODE,
-            Level::Should,
             NotExercised,
             "the probe script has no cancel scenario",
         );
     }
     if let Some(err) = &obs.cancel_error {
-        return finding(
-            CODE,
-            Level::Should,
-            Fail,
-            format!("CancelTask failed: {err}"),
-        );
+        return finding(CODE, Fail, format!("CancelTask failed: {err}"));
     }
     let states: Vec<TaskState> = obs
         .transitions
@@ -858,27 +795,15 @@ fn cancel(obs: &Observations) -> Finding {
         .map(|t| t.state)
         .collect();
     match states.last() {
-        Some(TaskState::Canceled) => finding(
-            CODE,
-            Level::Should,
-            Pass,
-            "CancelTask moved the task to canceled",
-        ),
+        Some(TaskState::Canceled) => finding(CODE, Pass, "CancelTask moved the task to canceled"),
         Some(s) if s.is_terminal() => finding(
             CODE,
-            Level::Should,
             NotExercised,
             format!("the task was already {s} when canceled"),
         ),
-        Some(s) => finding(
-            CODE,
-            Level::Should,
-            Fail,
-            format!("after CancelTask the task is {s}"),
-        ),
+        Some(s) => finding(CODE, Fail, format!("after CancelTask the task is {s}")),
         None => finding(
             CODE,
-            Level::Should,
             NotExercised,
             "no state of the cancel task was observed",
         ),
@@ -886,42 +811,27 @@ fn cancel(obs: &Observations) -> Finding {
 }
 
 fn transcript(obs: &Observations) -> Finding {
-    const CODE: &str = "PROBE-TRANSCRIPT";
+    const CODE: Rule = Rule::Transcript;
     // Reported, never blocking: the transitions were all judged; only the stored record of
     // the exchanges was cut to its budget.
     match &obs.transcript_omitted {
-        None => finding(
-            CODE,
-            Level::Should,
-            Pass,
-            "every exchange is in the transcript",
-        ),
-        Some(what) => finding(
-            CODE,
-            Level::Should,
-            Fail,
-            format!("the transcript was truncated: {what}"),
-        ),
+        None => finding(CODE, Pass, "every exchange is in the transcript"),
+        Some(what) => finding(CODE, Fail, format!("the transcript was truncated: {what}")),
     }
 }
 
 fn streaming(obs: &Observations) -> Finding {
-    const CODE: &str = "CAP-STREAMING";
+    const CODE: Rule = Rule::Streaming;
     let streams: Vec<_> = obs
         .streams
         .iter()
         .filter(|s| s.role == TaskRole::Lifecycle && !s.resubscribe)
         .collect();
     let Some(last) = streams.last() else {
-        return finding(
-            CODE,
-            Level::Policy,
-            NotExercised,
-            "no streaming call was made",
-        );
+        return finding(CODE, NotExercised, "no streaming call was made");
     };
     if let Some(why) = unusable_stream(&streams) {
-        return finding(CODE, Level::Policy, Fail, why);
+        return finding(CODE, Fail, why);
     }
     let calls = stream_calls(obs);
     let events: usize = streams
@@ -933,12 +843,7 @@ fn streaming(obs: &Observations) -> Finding {
         })
         .sum();
     if events == 0 {
-        return finding(
-            CODE,
-            Level::Policy,
-            Fail,
-            "the streams carried no task status events",
-        );
+        return finding(CODE, Fail, "the streams carried no task status events");
     }
     let last_states = calls
         .get(&(TaskRole::Lifecycle, last.call))
@@ -948,7 +853,6 @@ fn streaming(obs: &Observations) -> Finding {
     match (&last.end, ended_terminal) {
         (StreamEnd::Closed, true) => finding(
             CODE,
-            Level::Policy,
             Pass,
             format!(
                 "{events} status events arrived as events, and the stream closed at the terminal state"
@@ -956,13 +860,11 @@ fn streaming(obs: &Observations) -> Finding {
         ),
         (end, true) => finding(
             CODE,
-            Level::Policy,
             Fail,
             format!("the stream did not close after the terminal state (ended by {end:?})"),
         ),
         (end, false) => finding(
             CODE,
-            Level::Policy,
             Fail,
             format!("the stream ended ({end:?}) before a terminal state"),
         ),
@@ -986,17 +888,12 @@ fn unusable_stream(streams: &[&StreamRun]) -> Option<String> {
 }
 
 fn push(run: Option<&PushRun>, obs: &Observations) -> Finding {
-    const CODE: &str = "CAP-PUSH";
+    const CODE: Rule = Rule::Push;
     let Some(run) = run else {
-        return finding(
-            CODE,
-            Level::Policy,
-            NotExercised,
-            "the push probe did not run",
-        );
+        return finding(CODE, NotExercised, "the push probe did not run");
     };
     if let Some(why) = &run.skipped {
-        return finding(CODE, Level::Policy, NotExercised, why.clone());
+        return finding(CODE, NotExercised, why.clone());
     }
     if let Some(failed) = push_failure(run) {
         return failed;
@@ -1007,13 +904,12 @@ fn push(run: Option<&PushRun>, obs: &Observations) -> Finding {
 /// A push probe that failed outright: registration refused after the retry budget (the `push`
 /// trigger), or deliveries that were not cardgate's or not A2A events.
 fn push_failure(run: &PushRun) -> Option<Finding> {
-    const CODE: &str = "CAP-PUSH";
+    const CODE: Rule = Rule::Push;
     if let Some(err) = &run.registration_error {
         return Some(Finding {
-            trigger: Some(DemotionClass::Push),
+            trigger: CODE.trigger(),
             ..finding(
                 CODE,
-                Level::Policy,
                 Fail,
                 format!(
                     "webhook registration through the push-config method failed after {} attempt(s): {err}",
@@ -1025,7 +921,6 @@ fn push_failure(run: &PushRun) -> Option<Finding> {
     if run.deliveries_without_token > 0 {
         return Some(finding(
             CODE,
-            Level::Policy,
             Fail,
             format!(
                 "{} deliveries did not carry cardgate's token",
@@ -1036,7 +931,6 @@ fn push_failure(run: &PushRun) -> Option<Finding> {
     if run.malformed_deliveries > 0 {
         return Some(finding(
             CODE,
-            Level::Policy,
             Fail,
             format!(
                 "{} deliveries were not A2A events",
@@ -1049,7 +943,7 @@ fn push_failure(run: &PushRun) -> Option<Finding> {
 
 /// A push probe judged by what its webhook received: the push task's terminal state, or not.
 fn push_delivery(run: &PushRun, obs: &Observations) -> Finding {
-    const CODE: &str = "CAP-PUSH";
+    const CODE: Rule = Rule::Push;
     let push_task = of_role(obs, TaskRole::Push);
     let terminal_delivered = push_task
         .iter()
@@ -1061,7 +955,6 @@ fn push_delivery(run: &PushRun, obs: &Observations) -> Finding {
     {
         return finding(
             CODE,
-            Level::Policy,
             NotExercised,
             format!(
                 "the inline webhook received the terminal state, but registration through the push-config method was not checked: {why}"
@@ -1071,7 +964,6 @@ fn push_delivery(run: &PushRun, obs: &Observations) -> Finding {
     if terminal_delivered {
         return finding(
             CODE,
-            Level::Policy,
             Pass,
             format!(
                 "the inline webhook received {} deliveries, the terminal state included; registration through the push-config method succeeded",
@@ -1082,7 +974,6 @@ fn push_delivery(run: &PushRun, obs: &Observations) -> Finding {
     if !push_task.iter().any(|t| t.state.is_terminal()) {
         return finding(
             CODE,
-            Level::Policy,
             NotExercised,
             format!(
                 "the push task never reached a terminal state ({} deliveries); give the probe script a push_message the agent completes",
@@ -1092,7 +983,6 @@ fn push_delivery(run: &PushRun, obs: &Observations) -> Finding {
     }
     finding(
         CODE,
-        Level::Policy,
         Fail,
         format!(
             "the push task finished, but its terminal state was not delivered within {} ms ({} deliveries)",
@@ -1102,7 +992,7 @@ fn push_delivery(run: &PushRun, obs: &Observations) -> Finding {
 }
 
 fn history(obs: &Observations) -> Finding {
-    const CODE: &str = "CAP-HISTORY";
+    const CODE: Rule = Rule::History;
     // Every snapshot that carries the history counts: a send's answer, stream Task events,
     // push deliveries of the task, GetTask answers. Two snapshots are compared only where
     // their order is known (within one channel, by lifecycle position, or across a
@@ -1146,21 +1036,19 @@ fn history(obs: &Observations) -> Finding {
     match (compared, stalls.is_empty()) {
         (0, _) => finding(
             CODE,
-            Level::Policy,
             NotExercised,
             "no two history-bearing snapshots of one task were known to straddle a state change",
         ),
         (_, true) => finding(
             CODE,
-            Level::Policy,
             Pass,
             format!(
                 "history grew across all {compared} ordered snapshot pairs that straddle a state change"
             ),
         ),
         (_, false) => Finding {
-            trigger: Some(DemotionClass::History),
-            ..finding(CODE, Level::Policy, Fail, stalls.join("; "))
+            trigger: CODE.trigger(),
+            ..finding(CODE, Fail, stalls.join("; "))
         },
     }
 }
@@ -1216,11 +1104,10 @@ fn precedes_across_change(
 /// reported from the first call after it was seen ended (a cancel's answer, a GetTask, a
 /// resubscription) must name that same terminal state.
 fn terminal_stays(obs: &Observations) -> Finding {
-    const CODE: &str = "LC-TERMINAL-STAYS";
+    const CODE: Rule = Rule::TerminalStays;
     let Some(end) = &obs.after_end else {
         return finding(
             CODE,
-            Level::Must,
             NotExercised,
             "the lifecycle task was not seen to end, so whether its end holds was not probed",
         );
@@ -1233,7 +1120,6 @@ fn terminal_stays(obs: &Observations) -> Finding {
     else {
         return finding(
             CODE,
-            Level::Must,
             NotExercised,
             "no terminal state was observed before the probe of its end",
         );
@@ -1249,10 +1135,9 @@ fn terminal_stays(obs: &Observations) -> Finding {
         .collect();
     if !moved.is_empty() {
         return Finding {
-            trigger: Some(DemotionClass::Terminal),
+            trigger: CODE.trigger(),
             ..finding(
                 CODE,
-                Level::Must,
                 Fail,
                 format!(
                     "the task ended {} ({}), then showed {}{}",
@@ -1272,7 +1157,6 @@ fn terminal_stays(obs: &Observations) -> Finding {
     if after.is_empty() {
         return finding(
             CODE,
-            Level::Must,
             NotExercised,
             format!(
                 "the task ended {}, and nothing after it showed the task again",
@@ -1282,7 +1166,6 @@ fn terminal_stays(obs: &Observations) -> Finding {
     }
     finding(
         CODE,
-        Level::Must,
         Pass,
         format!(
             "the task ended {} and stayed {} in all {} later observations (CancelTask, GetTask{})",
@@ -1302,11 +1185,10 @@ fn terminal_stays(obs: &Observations) -> Finding {
 /// `TaskNotCancelableError` (§3.1.5). Another refusal, or an accepted cancel that left the
 /// state alone, is reported at SHOULD: a moved state is LC-TERMINAL-STAYS's to fail.
 fn terminal_cancel(obs: &Observations) -> Finding {
-    const CODE: &str = "LC-TERMINAL-CANCEL";
+    const CODE: Rule = Rule::TerminalCancel;
     let Some(end) = &obs.after_end else {
         return finding(
             CODE,
-            Level::Should,
             NotExercised,
             "the lifecycle task was not seen to end, so no cancel of it was tried",
         );
@@ -1314,7 +1196,6 @@ fn terminal_cancel(obs: &Observations) -> Finding {
     match &end.cancel {
         EndedCancel::NotCancelable { code, message } => finding(
             CODE,
-            Level::Should,
             Pass,
             format!(
                 "CancelTask on the ended task was refused as not cancelable ({code}: {message})"
@@ -1322,7 +1203,6 @@ fn terminal_cancel(obs: &Observations) -> Finding {
         ),
         EndedCancel::Refused { code, message } => finding(
             CODE,
-            Level::Should,
             Fail,
             format!(
                 "CancelTask on the ended task was refused, but not as TaskNotCancelableError: {code}: {message}"
@@ -1330,7 +1210,6 @@ fn terminal_cancel(obs: &Observations) -> Finding {
         ),
         EndedCancel::Answered { call } => finding(
             CODE,
-            Level::Should,
             Fail,
             format!(
                 "CancelTask on the ended task was accepted (call {call} answered with the task) instead of refused with TaskNotCancelableError"
@@ -1338,7 +1217,6 @@ fn terminal_cancel(obs: &Observations) -> Finding {
         ),
         EndedCancel::NoAnswer { error } => finding(
             CODE,
-            Level::Should,
             Fail,
             format!("CancelTask on the ended task got no usable answer: {error}"),
         ),
@@ -1349,28 +1227,23 @@ fn terminal_cancel(obs: &Observations) -> Finding {
 /// once and closes. Two terminal events, or one after the other, fail LC-SINGLE-TERMINAL and
 /// LC-NOTHING-AFTER-TERMINAL (and demote); the rest is reported here at SHOULD.
 fn resubscription(obs: &Observations) -> Finding {
-    const CODE: &str = "LC-RESUBSCRIBE";
+    const CODE: Rule = Rule::Resubscribe;
     let Some(end) = &obs.after_end else {
         return finding(
             CODE,
-            Level::Should,
             NotExercised,
             "the lifecycle task was not seen to end, so no resubscription was tried",
         );
     };
     match &end.resubscribe {
-        EndedResubscribe::NotTried { reason } => {
-            finding(CODE, Level::Should, NotExercised, reason.clone())
-        }
+        EndedResubscribe::NotTried { reason } => finding(CODE, NotExercised, reason.clone()),
         EndedResubscribe::Refused { code, message } => finding(
             CODE,
-            Level::Should,
             Pass,
             format!("resubscribing to the ended task was refused ({code}: {message})"),
         ),
         EndedResubscribe::NoAnswer { error } => finding(
             CODE,
-            Level::Should,
             Fail,
             format!("resubscribing to the ended task got no usable answer: {error}"),
         ),
@@ -1384,19 +1257,16 @@ fn resubscription(obs: &Observations) -> Finding {
             match run.map(|r| &r.end) {
                 _ if events == 0 => finding(
                     CODE,
-                    Level::Should,
                     Fail,
                     format!("the resubscription (stream {call}) carried no task"),
                 ),
                 Some(StreamEnd::Closed) => finding(
                     CODE,
-                    Level::Should,
                     Pass,
                     format!("the resubscription (stream {call}) sent the final task and closed"),
                 ),
                 end => finding(
                     CODE,
-                    Level::Should,
                     Fail,
                     format!(
                         "the resubscription (stream {call}) did not close after the final task (ended by {end:?})"
@@ -1409,13 +1279,12 @@ fn resubscription(obs: &Observations) -> Finding {
 
 /// Blocking: a failed MUST or policy rule (a failed capability included), and a lifecycle or
 /// timestamps rule that did not pass. A capability the probe could not exercise blocks nothing
-/// (trust-model.md, rule 4): decisions answer `unknown` to the callers that require it.
+/// (docs/trust-model.md, rule 4): decisions answer `unknown` to the callers that require it.
 fn verdict(findings: &[Finding], obs: &Observations) -> Verdict {
     let mut reasons = Vec::new();
     for f in findings {
         let blocking = matches!(f.level, Level::Must | Level::Policy) && f.status == Fail;
-        let required =
-            matches!(f.code.as_str(), "LC-FULL-LIFECYCLE" | "LC-TIMESTAMPS") && f.status != Pass;
+        let required = f.code.required() && f.status != Pass;
         if blocking || required {
             reasons.push(format!("{}: {}", f.code, f.message));
         }
@@ -1428,17 +1297,11 @@ fn verdict(findings: &[Finding], obs: &Observations) -> Verdict {
             }
         }
     }
-    let status = |code: &str| findings.iter().find(|f| f.code == code);
-    let lifecycle = [
-        "LC-FULL-LIFECYCLE",
-        "LC-SINGLE-TERMINAL",
-        "LC-NOTHING-AFTER-TERMINAL",
-        "LC-TERMINAL-STAYS",
-    ]
-    .iter()
-    .filter_map(|code| status(code))
-    .find(|f| f.status == Fail || (f.code == "LC-FULL-LIFECYCLE" && f.status != Pass))
-    .map_or(Ok(()), |f| Err(format!("{}: {}", f.code, f.message)));
+    let lifecycle = Rule::LIFECYCLE
+        .iter()
+        .filter_map(|rule| findings.iter().find(|f| f.code == *rule))
+        .find(|f| f.status == Fail || (f.code.required() && f.status != Pass))
+        .map_or(Ok(()), |f| Err(format!("{}: {}", f.code, f.message)));
     Verdict {
         passed: reasons.is_empty(),
         reasons,

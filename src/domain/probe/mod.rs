@@ -1,6 +1,6 @@
 //! Probe runs: what the registry observed when it drove a real task through a callee's
 //! lifecycle, and the rules that turn those observations into findings, capability results and
-//! a verdict (trust-model.md, "A complete probe cycle passes when").
+//! a verdict (docs/trust-model.md, "A complete probe cycle passes when").
 //!
 //! Pure: the runner (`service::probe`) collects [`Observations`]; [`checks::evaluate`] judges
 //! them; [`outcome::ledger_events`] says what the verdict does to the subject's gate.
@@ -8,6 +8,9 @@
 pub mod checks;
 pub mod events;
 pub mod outcome;
+pub mod rule;
+
+pub use rule::Rule;
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -222,7 +225,7 @@ pub enum TaskRole {
 
 /// One way the probe sees a task. Channels lag each other (a proxy may buffer a stream while
 /// GetTask already answers), so the order of arrival is evidence only within one channel
-/// (trust-model.md, rule 3); across channels only the agent's own timestamps compare.
+/// (docs/trust-model.md, rule 3); across channels only the agent's own timestamps compare.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Channel {
     /// The answers to successive sends (each send waits for the previous answer).
@@ -260,7 +263,7 @@ pub struct Transition {
     /// `status.timestamp` exactly as sent, if present.
     pub timestamp: Option<String>,
     /// The instant the timestamp names (RFC 3339 with `Z` or a numeric offset); `None` if
-    /// absent or not an instant, which counts as missing (trust-model.md, rule 2).
+    /// absent or not an instant, which counts as missing (docs/trust-model.md, rule 2).
     pub parsed_timestamp: Option<Timestamp>,
     /// `history` length of a Task object (absent on status updates).
     pub history_len: Option<usize>,
@@ -386,7 +389,7 @@ pub struct Observations {
     pub after_end: Option<AfterEnd>,
 }
 
-/// The terminal-discipline probe (trust-model.md, rule 3: a terminal state must stay
+/// The terminal-discipline probe (docs/trust-model.md, rule 3: a terminal state must stay
 /// terminal): CancelTask on the ended lifecycle task, a GetTask after it, and, where the card
 /// offers streaming, a resubscription. What these show of the task is among the lifecycle
 /// transitions, from call [`AfterEnd::from_call`] on.
@@ -442,8 +445,18 @@ pub enum Level {
     Must,
     /// A2A spec SHOULD: reported, never blocks promotion.
     Should,
-    /// Registry policy (trust-model.md), blocking like a MUST.
+    /// Registry policy (docs/trust-model.md), blocking like a MUST.
     Policy,
+}
+
+impl Level {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Level::Must => "must",
+            Level::Should => "should",
+            Level::Policy => "policy",
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -458,8 +471,8 @@ pub enum FindingStatus {
 /// One checked rule.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Finding {
-    /// Stable code, e.g. `LC-TERMINAL-NO-TIMESTAMP`.
-    pub code: String,
+    /// The rule, serialized as its stable code, e.g. `LC-TERMINAL-NO-TIMESTAMP`.
+    pub code: Rule,
     pub level: Level,
     pub status: FindingStatus,
     pub message: String,

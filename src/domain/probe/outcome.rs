@@ -1,4 +1,4 @@
-//! What a finished probe cycle does to the subject's gate (trust-model.md): a passing cycle
+//! What a finished probe cycle does to the subject's gate (docs/trust-model.md): a passing cycle
 //! promotes `card-trusted`, and re-promotes `demoted` only if it started after the demotion in
 //! ledger order;
 //! a demotion trigger demotes a `lifecycle-trusted` subject. Everything is recorded either way.
@@ -19,7 +19,7 @@ pub fn ledger_events(
         .findings
         .iter()
         .filter(|f| f.status == super::FindingStatus::Fail)
-        .map(|f| f.code.clone())
+        .map(|f| f.code.to_string())
         .collect();
     let mut events = vec![EventBody::ProbeFinished {
         probe_run_id: run,

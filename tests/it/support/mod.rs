@@ -326,6 +326,18 @@ pub fn repo_path(relative: &str) -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(relative)
 }
 
+/// Every `.rs` file under `dir`, recursively.
+pub fn rust_sources(dir: &std::path::Path, out: &mut Vec<PathBuf>) {
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            rust_sources(&path, out);
+        } else if path.extension().is_some_and(|e| e == "rs") {
+            out.push(path);
+        }
+    }
+}
+
 /// Skips the rest of a test whose external part (`what`) is missing, or fails it when the
 /// environment variable `required_by` is `1` (`.ci/run` sets every such variable, so nothing
 /// CI can provide is ever skipped there). Skips are also appended to

@@ -149,7 +149,7 @@ fn conformant() -> Obs {
 fn status<'a>(j: &'a Judgement, code: &str) -> &'a Finding {
     j.findings
         .iter()
-        .find(|f| f.code == code)
+        .find(|f| f.code.code() == code)
         .unwrap_or_else(|| panic!("no {code}"))
 }
 
@@ -477,7 +477,7 @@ fn states_the_probe_could_not_reach_are_not_exercised() {
     assert!(!j.verdict.passed);
     assert!(triggers(&j).is_empty());
 
-    // An advertised capability that could not be exercised blocks nothing (trust-model.md,
+    // An advertised capability that could not be exercised blocks nothing (docs/trust-model.md,
     // rule 4): a push task that never finished has no terminal state to deliver.
     let mut unexercised = conformant();
     unexercised.o.push.as_mut().unwrap().deliveries = 1;
