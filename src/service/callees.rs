@@ -10,6 +10,8 @@ use super::discovery::{self, Fetch, Validators};
 use super::{Missing, ServiceError, Services, no_callee, require_callee};
 use crate::domain::callee::{Backoff, Callee, CardUrl, FetchState, FetchStatus};
 use crate::domain::card::changes::{self, NewCard};
+pub use crate::domain::card::refresh::Revalidate;
+use crate::domain::card::refresh::{self, Fetched};
 use crate::domain::card::signature::{SignatureVerdict, parse_jwks};
 use crate::domain::card::{Assessment, CardSnapshot};
 use crate::domain::gate::{Subject, SubjectState};
@@ -19,7 +21,6 @@ use crate::domain::ledger::{EventBody, EventRecord, NewEvent};
 use crate::domain::probe::{ProbeRun, ProbeScript};
 use crate::domain::time::Timestamp;
 use crate::domain::version::ProtocolVersion;
-use crate::remote::FetchError;
 use crate::storage::{RefreshRecord, Store, StoreError};
 
 /// A callee with its subjects and newest card snapshot.
@@ -70,15 +71,6 @@ pub struct RefreshOutcome {
     pub snapshot_id: Option<SnapshotId>,
     pub error: Option<String>,
     pub events: Vec<EventRecord>,
-}
-
-/// How a refresh treats a card that may not have changed.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Revalidate {
-    /// Conditional request; the same bytes (or a 304) record nothing new.
-    IfChanged,
-    /// Fetch and judge the card afresh even if unchanged (after the pinned keys changed).
-    Always,
 }
 
 /// Registers a callee: fetches, parses and verifies its card now. On any failure nothing is
@@ -239,7 +231,7 @@ fn conflict(card_url: &CardUrl) -> ServiceError {
     ))
 }
 
-/// Fetches the callee's card again and records what changed (trust-model.md, "Scheduling").
+/// Fetches the callee's card again and records what changed (docs/trust-model.md, "Scheduling").
 /// A new version or a newly advertised capability queues a probe of that subject.
 ///
 /// `job`: the queue job (and its holder) this refresh carries out; it is completed in the same
@@ -260,7 +252,7 @@ pub async fn refresh(
     let validators = validators_for(latest.as_ref(), revalidate);
     // Judge the bytes once; deciding what they mean may need a second look if another
     // refresh of this callee commits in between.
-    let brought = bring(services, &callee, validators.as_ref()).await;
+    let fetched = bring(services, &callee, validators.as_ref()).await;
     let mut seen = Seen {
         subjects: subjects_of(store, callee_id).await?,
         callee,
@@ -269,7 +261,7 @@ pub async fn refresh(
     let mut attempts = 0;
     loop {
         attempts += 1;
-        match record_refresh(services, &seen, &brought, revalidate, actor, job).await {
+        match record_refresh(services, &seen, &fetched, revalidate, actor, job).await {
             Ok(outcome) => return Ok(outcome),
             // Another refresh of this callee committed first: decide again on what it left.
             Err(StoreError::Conflict(_)) if attempts < 3 => {
@@ -292,16 +284,6 @@ struct Seen {
     subjects: BTreeMap<ProtocolVersion, SubjectState>,
 }
 
-/// What one fetch brought, judged once.
-enum Brought {
-    /// The fetch failed; the error says why.
-    Failed(FetchError),
-    /// 304: the snapshot the validators came from still stands.
-    NotModified,
-    /// A body, judged (parse, signature, same-origin) as the snapshot it would be.
-    Card(Box<CardSnapshot>),
-}
-
 /// The validators of a conditional fetch. A 304 revalidates a trusted snapshot, and an
 /// untrusted one whose verdict its bytes alone decide. One whose key set could not be had is
 /// judged afresh: the keys may be back.
@@ -322,10 +304,10 @@ fn validators_for(latest: Option<&CardSnapshot>, revalidate: Revalidate) -> Opti
 }
 
 /// Fetches the callee's card (conditionally when there are validators) and judges a body.
-async fn bring(services: &Services, callee: &Callee, validators: Option<&Validators>) -> Brought {
+async fn bring(services: &Services, callee: &Callee, validators: Option<&Validators>) -> Fetched {
     match services.discovery.fetch(&callee.card_url, validators).await {
-        Err(e) => Brought::Failed(e),
-        Ok(Fetch::NotModified { .. }) => Brought::NotModified,
+        Err(e) => Fetched::Failed(e.to_string()),
+        Ok(Fetch::NotModified { .. }) => Fetched::NotModified,
         Ok(Fetch::Body {
             url,
             etag,
@@ -336,7 +318,7 @@ async fn bring(services: &Services, callee: &Callee, validators: Option<&Validat
                 .discovery
                 .assess(&url, &bytes, callee.trusted_keys.as_ref())
                 .await;
-            Brought::Card(Box::new(discovery::snapshot(
+            Fetched::Card(Box::new(discovery::snapshot(
                 callee.id,
                 services.now(),
                 &url,
@@ -354,13 +336,13 @@ async fn bring(services: &Services, callee: &Callee, validators: Option<&Validat
 async fn record_refresh(
     services: &Services,
     seen: &Seen,
-    brought: &Brought,
+    fetched: &Fetched,
     revalidate: Revalidate,
     actor: &str,
     job: Option<(JobId, &str)>,
 ) -> Result<RefreshOutcome, StoreError> {
     let callee_id = seen.callee.id;
-    let decided = decide(brought, seen.latest.as_ref(), revalidate, &seen.subjects);
+    let decided = refresh::decide(fetched, seen.latest.as_ref(), revalidate, &seen.subjects);
     let now = services.now();
     let fetch = seen.callee.fetch.after(
         decided.status,
@@ -408,130 +390,7 @@ async fn subjects_of(
         .collect())
 }
 
-/// What a fetch means, given the newest snapshot and the subjects as they are now.
-struct Decided<'a> {
-    status: FetchStatus,
-    snapshot: Option<&'a CardSnapshot>,
-    error: Option<String>,
-    events: Vec<(ProtocolVersion, EventBody)>,
-}
-
-fn decide<'a>(
-    brought: &'a Brought,
-    latest: Option<&CardSnapshot>,
-    revalidate: Revalidate,
-    subjects: &BTreeMap<ProtocolVersion, SubjectState>,
-) -> Decided<'a> {
-    let reusable = latest.filter(|s| s.assessment.trusted && revalidate == Revalidate::IfChanged);
-    match brought {
-        Brought::Failed(e) => untrusted(
-            subjects,
-            FetchStatus::Failed,
-            None,
-            format!("the card could not be fetched: {e}"),
-        ),
-        // 304 on an untrusted card: still untrusted, for the reason it had.
-        Brought::NotModified if latest.is_some_and(|l| !l.assessment.trusted) => {
-            let reason = latest
-                .and_then(|l| l.assessment.problem.clone())
-                .unwrap_or_default();
-            untrusted(subjects, FetchStatus::Untrusted, None, reason)
-        }
-        Brought::NotModified => unchanged(subjects, latest),
-        Brought::Card(snapshot) if reusable.is_some_and(|l| l.sha256 == snapshot.sha256) => {
-            unchanged(subjects, latest)
-        }
-        Brought::Card(snapshot) => {
-            match (&snapshot.assessment.card, &snapshot.assessment.problem) {
-                (Some(card), None) => {
-                    let new = NewCard::Trusted {
-                        snapshot_id: snapshot.id,
-                        sha256: &snapshot.sha256,
-                        card,
-                        previous: latest
-                            .filter(|l| l.assessment.trusted)
-                            .and_then(|l| l.assessment.card.as_ref()),
-                        changed: latest.is_none_or(|l| l.sha256 != snapshot.sha256),
-                    };
-                    Decided {
-                        status: FetchStatus::Fetched,
-                        snapshot: Some(&**snapshot),
-                        error: None,
-                        events: changes::events_for(subjects, &new),
-                    }
-                }
-                (_, problem) => {
-                    // The same untrusted bytes, judged the same way: nothing new to store.
-                    let repeated = latest.is_some_and(|l| {
-                        l.sha256 == snapshot.sha256 && l.assessment.problem == *problem
-                    });
-                    let reason = problem.clone().unwrap_or_default();
-                    untrusted(
-                        subjects,
-                        FetchStatus::Untrusted,
-                        (!repeated).then_some(&**snapshot),
-                        reason,
-                    )
-                }
-            }
-        }
-    }
-}
-
-/// The card cannot be trusted, for `reason`; `snapshot` is the new snapshot to store, if any.
-fn untrusted<'a>(
-    subjects: &BTreeMap<ProtocolVersion, SubjectState>,
-    status: FetchStatus,
-    snapshot: Option<&'a CardSnapshot>,
-    reason: String,
-) -> Decided<'a> {
-    let new = NewCard::Untrusted {
-        snapshot_id: snapshot.map(|s| s.id),
-        reason: &reason,
-    };
-    Decided {
-        status,
-        snapshot,
-        events: changes::events_for(subjects, &new),
-        error: Some(reason),
-    }
-}
-
-/// The card is the one already trusted: nothing new, but a card trust lost earlier returns.
-fn unchanged<'a>(
-    subjects: &BTreeMap<ProtocolVersion, SubjectState>,
-    latest: Option<&CardSnapshot>,
-) -> Decided<'a> {
-    Decided {
-        status: FetchStatus::Unchanged,
-        snapshot: None,
-        error: None,
-        events: restore(subjects, latest),
-    }
-}
-
-/// An unchanged, trusted card lifts an earlier fetch failure.
-fn restore(
-    subjects: &BTreeMap<ProtocolVersion, SubjectState>,
-    latest: Option<&CardSnapshot>,
-) -> Vec<(ProtocolVersion, EventBody)> {
-    let Some(latest) = latest.filter(|l| l.assessment.trusted) else {
-        return Vec::new();
-    };
-    let Some(card) = &latest.assessment.card else {
-        return Vec::new();
-    };
-    let new = NewCard::Trusted {
-        snapshot_id: latest.id,
-        sha256: &latest.sha256,
-        card,
-        previous: Some(card),
-        changed: false,
-    };
-    changes::events_for(subjects, &new)
-}
-
-/// The probes new events call for (trust-model.md: a new subject is probed at once; a
+/// The probes new events call for (docs/trust-model.md: a new subject is probed at once; a
 /// capability advertised for the first time is unverified until probed). They are queued in
 /// the transaction that records the events, so a crash cannot leave a new subject unprobed.
 fn probes_for(

@@ -22,6 +22,7 @@ pub(crate) use sdk_fixture;
 pub mod canonical;
 pub mod changes;
 pub mod parse;
+pub mod refresh;
 pub mod signature;
 
 use std::collections::{BTreeMap, BTreeSet};
