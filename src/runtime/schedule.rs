@@ -9,6 +9,7 @@ use std::time::Duration;
 use anyhow::Context;
 use serde::Serialize;
 use tokio_cron_scheduler::{Job as CronJob, JobScheduler};
+use tracing::Instrument;
 
 use crate::domain::job::{self, Job};
 use crate::domain::time::Timestamp;
@@ -183,7 +184,12 @@ pub async fn reprobe_sweep(
                 {
                     Ok(_) => enqueued += 1,
                     Err(ServiceError::Conflict(_)) => {}
-                    Err(e) => return Err(anyhow::anyhow!("{e}")),
+                    Err(e) => {
+                        return Err(anyhow::Error::new(e).context(format!(
+                            "queueing a probe of {callee} {}",
+                            subject.protocol_version
+                        )));
+                    }
                 }
             }
         }
@@ -223,34 +229,38 @@ pub async fn start(
         let (services, settings, ticks) = (services.clone(), settings.clone(), ticks.clone());
         let job = CronJob::new_async(expression.as_str(), move |_id, _scheduler| {
             let (services, settings, ticks) = (services.clone(), settings.clone(), ticks.clone());
-            Box::pin(async move {
-                let result = match name {
-                    "refresh" => refresh_sweep(&services, &settings).await,
-                    _ => reprobe_sweep(&services, &settings).await,
-                };
-                let tick = Tick {
-                    at: services.now(),
-                    enqueued: *result.as_ref().unwrap_or(&0),
-                    error: result.as_ref().err().map(|e| format!("{e:#}")),
-                };
-                match &tick.error {
-                    None => tracing::info!(
-                        sweep = name,
-                        enqueued = tick.enqueued,
-                        "{name} sweep enqueued {} jobs",
-                        tick.enqueued
-                    ),
-                    Some(e) => tracing::error!(sweep = name, error = %e, "{name} sweep failed"),
+            let span = tracing::info_span!("sweep", sweep = name);
+            Box::pin(
+                async move {
+                    let result = match name {
+                        "refresh" => refresh_sweep(&services, &settings).await,
+                        _ => reprobe_sweep(&services, &settings).await,
+                    };
+                    let tick = Tick {
+                        at: services.now(),
+                        enqueued: *result.as_ref().unwrap_or(&0),
+                        error: result.as_ref().err().map(|e| format!("{e:#}")),
+                    };
+                    match &tick.error {
+                        None => tracing::info!(
+                            sweep = name,
+                            enqueued = tick.enqueued,
+                            "{name} sweep enqueued {} jobs",
+                            tick.enqueued
+                        ),
+                        Some(e) => tracing::error!(sweep = name, error = %e, "{name} sweep failed"),
+                    }
+                    let slot = if name == "refresh" {
+                        &ticks.refresh
+                    } else {
+                        &ticks.reprobe
+                    };
+                    *slot
+                        .lock()
+                        .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(tick);
                 }
-                let slot = if name == "refresh" {
-                    &ticks.refresh
-                } else {
-                    &ticks.reprobe
-                };
-                *slot
-                    .lock()
-                    .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(tick);
-            })
+                .instrument(span),
+            )
         })
         .with_context(|| format!("{name} schedule `{expression}` (6 fields, seconds first)"))?;
         scheduler.add(job).await.context("adding a scheduled job")?;
@@ -273,13 +283,17 @@ async fn add_checkpoints(
 ) -> anyhow::Result<()> {
     let job = CronJob::new_async(expression, move |_id, _scheduler| {
         let services = checkpoints.clone();
-        Box::pin(async move {
-            match checkpoint_tick(&services).await {
-                Ok(Some(size)) => tracing::debug!(tree_size = size, "recorded a checkpoint"),
-                Ok(None) => {}
-                Err(e) => tracing::error!(error = %e, "recording a checkpoint failed"),
+        Box::pin(
+            async move {
+                match checkpoint_tick(&services).await {
+                    Ok(Some(size)) => tracing::debug!(tree_size = size, "recorded a checkpoint"),
+                    Ok(None) => {}
+                    // Debug: an internal error's cause is in its source chain, not its text.
+                    Err(e) => tracing::error!(error = ?e, "recording a checkpoint failed"),
+                }
             }
-        })
+            .instrument(tracing::info_span!("sweep", sweep = "checkpoint")),
+        )
     })
     .with_context(|| format!("checkpoint schedule `{expression}` (6 fields, seconds first)"))?;
     scheduler.add(job).await.context("adding a scheduled job")?;

@@ -4,11 +4,14 @@
 //! another replica (or the next start) takes them.
 
 use std::sync::Arc;
+
+use anyhow::Context;
 use std::time::Duration;
 
 use tokio::sync::{Notify, Semaphore};
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
+use tracing::Instrument;
 
 use crate::domain::job::{Job, JobKind, MAX_ATTEMPTS};
 use crate::service::Services;
@@ -61,10 +64,16 @@ pub async fn run(services: Services, settings: WorkerSettings, shutdown: Cancell
             Ok(Some(job)) => {
                 let (services, settings, shutdown) =
                     (services.clone(), settings.clone(), shutdown.clone());
-                running.spawn(async move {
-                    run_job(&services, &settings, &job, &shutdown).await;
-                    drop(permit);
-                });
+                // Everything the job logs, down to the probe's calls, carries which job it was.
+                let span = tracing::info_span!("job", job.id = %job.id, kind = job.kind.as_str(),
+                    callee.id = %job.callee_id, attempt = job.attempts);
+                running.spawn(
+                    async move {
+                        run_job(&services, &settings, &job, &shutdown).await;
+                        drop(permit);
+                    }
+                    .instrument(span),
+                );
                 continue;
             }
             Ok(None) => drop(permit),
@@ -106,7 +115,7 @@ async fn run_job(
         end_job(services, job, owner, &why, why.clone()).await;
         return;
     }
-    tracing::info!(job.id = %job.id, kind = job.kind.as_str(), callee.id = %job.callee_id, attempt = job.attempts, "job {} started", job.id);
+    tracing::info!("job {} started", job.id);
     let outcome = tokio::select! {
         result = execute(services, job, owner) => Some(result),
         why = keep_lease(services, settings, job) => {
@@ -128,12 +137,18 @@ async fn run_job(
             let now = services.now();
             if let Some(run) = job.probe_run_id {
                 let why = "cut short: cardgate shut down while the probe ran";
-                let _ = services.store.abort_probe_run(run, why, now).await;
+                logged(
+                    services.store.abort_probe_run(run, why, now).await,
+                    "aborting the probe run of a job cut short",
+                );
             }
-            let _ = services
-                .store
-                .requeue_job(job.id, owner, now, Some("cut short by shutdown"), now)
-                .await;
+            logged(
+                services
+                    .store
+                    .requeue_job(job.id, owner, now, Some("cut short by shutdown"), now)
+                    .await,
+                "requeueing a job cut short",
+            );
         }
     }
 }
@@ -157,16 +172,30 @@ async fn keep_lease(services: &Services, settings: &WorkerSettings, job: &Job) -
 
 /// Ends a job without an outcome: its probe run, if any, is aborted with `run_why` (it never
 /// promotes), and the job finishes failed with `job_error`. Best effort: a lease lost
-/// meanwhile means another worker owns the job now.
+/// meanwhile means another worker owns the job now, and a store that fails here leaves the
+/// job to its lease's expiry (logged, so the operator sees why it ran again).
 async fn end_job(services: &Services, job: &Job, owner: &str, run_why: &str, job_error: String) {
     let now = services.now();
     if let Some(run) = job.probe_run_id {
-        let _ = services.store.abort_probe_run(run, run_why, now).await;
+        logged(
+            services.store.abort_probe_run(run, run_why, now).await,
+            "aborting the probe run of a failed job",
+        );
     }
-    let _ = services
-        .store
-        .finish_job(job.id, owner, Some(&job_error), now)
-        .await;
+    logged(
+        services
+            .store
+            .finish_job(job.id, owner, Some(&job_error), now)
+            .await,
+        "finishing a failed job",
+    );
+}
+
+/// Logs a store write that failed where nothing more can be done about it.
+fn logged<T, E: std::error::Error>(result: Result<T, E>, what: &str) {
+    if let Err(e) = result {
+        tracing::warn!(error = %e, source = ?e.source(), "{what} failed");
+    }
 }
 
 async fn execute(services: &Services, job: &Job, owner: &str) -> anyhow::Result<()> {
@@ -184,7 +213,7 @@ async fn execute(services: &Services, job: &Job, owner: &str) -> anyhow::Result<
             )
             .await
             .map(drop)
-            .map_err(|e| anyhow::anyhow!("{e}"))
+            .context("refreshing the card")
         }
     }
 }
