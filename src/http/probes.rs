@@ -28,7 +28,7 @@ use crate::service::{ledger, probe};
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ProbeRequest {
-    /// The subject's `Major.Minor`; required when the callee offers several.
+    /// The subject's `Major.Minor`; when absent, the newest version the callee's card offers.
     #[schema(example = "1.0", pattern = r"^[0-9]{1,4}\.[0-9]{1,4}$")]
     pub protocol_version: Option<String>,
     /// Probe the interface over this binding instead of the one cardgate prefers; the
@@ -264,9 +264,9 @@ impl From<&CapabilityOutcome> for CapabilityView {
         (status = 401, description = "No valid API key", body = ErrorBody),
         (status = 403, description = "The key's role is not enough", body = ErrorBody),
         (status = 202, description = "Queued; poll GET /v1/probes/{id}", body = ProbeRunSummary),
-        (status = 400, description = "Malformed body, or a version is needed", body = ErrorBody),
+        (status = 400, description = "Malformed body", body = ErrorBody),
         (status = 404, description = "No such callee", body = ErrorBody),
-        (status = 409, description = "A probe of this subject is queued or running (named), its card is untrusted, or it offers no interface over the binding asked for", body = ErrorBody),
+        (status = 409, description = "A probe of this subject is queued or running (named), its card is untrusted or offers no version, or it offers no interface over the binding asked for", body = ErrorBody),
     ))]
 pub async fn create_probe(
     State(app): State<ApiState>,
@@ -282,7 +282,7 @@ pub async fn create_probe(
         })
         .transpose()?;
     let run = probe::request(
-        &app.services.store,
+        &app.services,
         CalleeId(id),
         version,
         body.binding.map(Binding::from),
@@ -291,7 +291,6 @@ pub async fn create_probe(
         app.services.now(),
     )
     .await?;
-    app.services.wake.notify_one();
     Ok((StatusCode::ACCEPTED, Json((&run).into())))
 }
 

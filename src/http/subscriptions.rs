@@ -395,8 +395,7 @@ pub async fn resume_subscription(
     State(app): State<ApiState>,
     Path(id): Path<Uuid>,
 ) -> Result<Json<SubscriptionView>, ApiError> {
-    let resumed = webhooks::resume(&app.services.store, SubscriptionId(id)).await?;
-    app.services.wake_deliveries();
+    let resumed = webhooks::resume(&app.services, SubscriptionId(id)).await?;
     Ok(Json(view(&app, resumed)))
 }
 

@@ -13,7 +13,7 @@ use tracing::Instrument;
 
 use crate::domain::job::{self, Job};
 use crate::domain::time::Timestamp;
-use crate::service::{ServiceError, Services, probe};
+use crate::service::{Queued, ServiceError, Services, probe};
 
 /// A schedule that never fires: its sweep only runs when something calls it.
 pub const OFF: &str = "off";
@@ -129,7 +129,7 @@ pub async fn refresh_sweep(
         enqueued += usize::try_from(services.store.enqueue_many(&jobs).await?).unwrap_or(0);
     }
     if enqueued > 0 {
-        services.wake.notify_one();
+        services.committed(Queued::Jobs).await;
     }
     Ok(enqueued)
 }
@@ -195,7 +195,7 @@ pub async fn reprobe_sweep(
         }
     }
     if enqueued > 0 {
-        services.wake.notify_one();
+        services.committed(Queued::Jobs).await;
     }
     Ok(enqueued)
 }

@@ -7,7 +7,7 @@ use serde_json::Value;
 use url::Url;
 
 use super::discovery::{self, Fetch, Validators};
-use super::{Missing, ServiceError, Services, no_callee, require_callee};
+use super::{Missing, Queued, ServiceError, Services, no_callee, require_callee};
 use crate::domain::callee::{Backoff, Callee, CardUrl, FetchState, FetchStatus};
 use crate::domain::card::changes::{self, NewCard};
 pub use crate::domain::card::refresh::Revalidate;
@@ -125,10 +125,7 @@ pub async fn register(
         Err(StoreError::Conflict(_)) => return Err(conflict(&callee.card_url)),
         other => other?,
     };
-    services.committed().await;
-    if !probes.is_empty() {
-        services.wake.notify_one();
-    }
+    services.committed(Queued::jobs(&probes)).await;
     Ok(CalleeDetail {
         callee,
         subjects: appended.into_iter().map(|(_, s)| s).collect(),
@@ -362,13 +359,10 @@ async fn record_refresh(
         probes: &probes,
     };
     let appended = services.store.record_refresh(&record, now).await?;
-    services.committed().await;
+    services.committed(Queued::jobs(&probes)).await;
     if decided.status == FetchStatus::Failed {
         tracing::warn!(callee.id = %callee_id, failures = fetch.failures, next = ?fetch.next_at,
             "card of {callee_id} could not be fetched: {}", decided.error.as_deref().unwrap_or(""));
-    }
-    if !probes.is_empty() {
-        services.wake.notify_one();
     }
     Ok(RefreshOutcome {
         status: decided.status,
@@ -463,7 +457,7 @@ pub async fn get(services: &Services, id: CalleeId) -> Result<CalleeDetail, Serv
     let store = &services.store;
     let callee = store.callee(id).await.map_err(no_callee(id))?;
     let detail = detail(store, callee).await?;
-    services.committed().await;
+    services.caught_up().await;
     Ok(detail)
 }
 

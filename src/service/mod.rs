@@ -67,13 +67,38 @@ impl Services {
         self.deliveries.notify_one();
     }
 
-    /// What every use case does after its write commits: the read model catches up (a
-    /// caller reads its own write), and the webhook sender looks for deliveries at once
-    /// rather than at its next poll (appends queue them in the same transaction).
-    pub async fn committed(&self) {
+    /// What every use case does after its write commits, in one place so none forgets
+    /// read-your-writes: the webhook sender looks for deliveries at once rather than at its
+    /// next poll (appends queue them in the same transaction), the read model catches up (a
+    /// caller reads its own write), and the worker wakes for the jobs the write queued.
+    pub async fn committed(&self, queued: Queued) {
         // Deliveries do not wait on the read model: the sender starts while it catches up.
         self.wake_deliveries();
         self.view.sync().await;
+        if queued == Queued::Jobs {
+            self.wake.notify_one();
+        }
+    }
+
+    /// Before answering a read of what background work wrote: this process's read model
+    /// catches up, so the answer and the decisions agree.
+    pub async fn caught_up(&self) {
+        self.view.sync().await;
+    }
+}
+
+/// What a committed write set in motion, for [`Services::committed`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Queued {
+    Nothing,
+    /// Jobs for the worker (probes, refreshes).
+    Jobs,
+}
+
+impl Queued {
+    /// `Jobs` when `jobs` holds any.
+    pub fn jobs<T>(jobs: &[T]) -> Self {
+        if jobs.is_empty() { Queued::Nothing } else { Queued::Jobs }
     }
 }
 

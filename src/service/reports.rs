@@ -4,7 +4,7 @@
 use serde_json::Value;
 
 use super::require_callee;
-use super::{Missing, ServiceError, Services};
+use super::{Missing, Queued, ServiceError, Services};
 use crate::domain::ids::{CalleeId, ReportId};
 use crate::domain::report::{self, Report, ReportOutcome, Trigger};
 use crate::domain::time::Timestamp;
@@ -58,7 +58,7 @@ pub async fn submit(
         .await
         .map_err(ServiceError::missing(no_subject(callee_id, version)))?;
     super::attestations::record(services, &appended).await;
-    services.committed().await;
+    services.committed(Queued::Nothing).await;
     Ok((stored, appended.last().map(|(event, _)| event.seq)))
 }
 

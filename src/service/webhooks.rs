@@ -10,7 +10,7 @@ use std::time::Duration;
 use rand::Rng;
 use url::Url;
 
-use super::{Missing, ServiceError, Services, require_callee};
+use super::{Missing, Queued, ServiceError, Services, require_callee};
 use crate::domain::ids::{CalleeId, DeliveryId, SubscriptionId};
 use crate::domain::time::Timestamp;
 use crate::domain::webhook::{
@@ -200,8 +200,11 @@ pub async fn pause(store: &Store, id: SubscriptionId) -> Result<Subscription, Se
 }
 
 /// Resumes a paused subscription, or one disabled by a 410 (its receiver is back).
-pub async fn resume(store: &Store, id: SubscriptionId) -> Result<Subscription, ServiceError> {
-    set_status(store, id, SubscriptionStatus::Active).await
+pub async fn resume(services: &Services, id: SubscriptionId) -> Result<Subscription, ServiceError> {
+    let resumed = set_status(&services.store, id, SubscriptionStatus::Active).await?;
+    // Its queued deliveries go out now, not at the sender's next poll.
+    services.committed(Queued::Nothing).await;
+    Ok(resumed)
 }
 
 async fn set_status(

@@ -15,6 +15,7 @@ on_both_backends!(
     a_run_left_running_by_a_crash_is_aborted_at_the_next_start,
     a_capability_advertised_after_the_newest_probe_is_unknown_until_probed,
     a_decision_revalidates_with_its_etag_until_it_changes,
+    a_probe_request_naming_no_version_probes_the_newest_offered,
 );
 
 /// Registers the agent and returns the callee id.
@@ -96,6 +97,27 @@ pub fn condition<'a>(decision: &'a Value, id: &str) -> &'a Value {
         .iter()
         .find(|c| c["id"] == id)
         .unwrap()
+}
+
+/// The request's schema leaves `protocol_version` optional; a callee offering two versions
+/// is probed at the newer one, never refused for want of a name.
+async fn a_probe_request_naming_no_version_probes_the_newest_offered(db: TestDb) {
+    let config = FakeAgentConfig {
+        versions: vec!["0.3", "1.0"],
+        ..FakeAgentConfig::default()
+    };
+    let agent = FakeAgent::start(config, Behaviour::Conformant)
+        .await
+        .unwrap();
+    let server = TestServer::start(db.target.clone()).await;
+    let callee = register(&server, &agent.origin(), json!({})).await;
+    let (status, run) = server
+        .post(&format!("/v1/callees/{callee}/probes"), json!({}))
+        .await;
+    assert_eq!(status, 202, "{run}");
+    assert_eq!(run["protocol_version"], "1.0", "{run}");
+    let run = wait(&server, run["id"].as_str().unwrap()).await;
+    assert_eq!(run["verdict"]["passed"], true, "{run:#}");
 }
 
 async fn a_conformant_agent_is_promoted_and_answers_authoritatively(db: TestDb) {

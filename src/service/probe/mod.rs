@@ -11,7 +11,7 @@ use serde_json::Value;
 use url::Url;
 
 use super::require_callee;
-use super::{Missing, ServiceError, Services};
+use super::{Missing, Queued, ServiceError, Services};
 use crate::domain::binding::Binding;
 use crate::domain::capability::Capability;
 use crate::domain::card::{CardInterface, NormalizedCard};
@@ -259,7 +259,7 @@ pub fn new_token() -> String {
 /// `binding`: probe the interface over that binding instead of the preferred one.
 #[allow(clippy::too_many_arguments)]
 pub async fn request(
-    store: &Store,
+    services: &Services,
     callee_id: CalleeId,
     version: Option<ProtocolVersion>,
     binding: Option<Binding>,
@@ -267,6 +267,7 @@ pub async fn request(
     actor: &str,
     now: Timestamp,
 ) -> Result<ProbeRun, ServiceError> {
+    let store = &services.store;
     require_callee(store, callee_id).await?;
     let subjects = store.subjects(callee_id).await?;
     let live: Vec<_> = subjects.iter().filter(|s| !s.state.withdrawn).collect();
@@ -281,19 +282,14 @@ pub async fn request(
                     offered: live.iter().map(|s| s.protocol_version).collect(),
                 })
             })?,
-        None => match live.as_slice() {
-            [only] => only,
-            _ => {
-                let offered: Vec<String> = live
-                    .iter()
-                    .map(|s| s.protocol_version.to_string())
-                    .collect();
-                return Err(ServiceError::Invalid(format!(
-                    "protocol_version is required: the callee offers {}",
-                    offered.join(", ")
-                )));
-            }
-        },
+        // Unnamed: the newest version the card offers, the one a new caller would speak.
+        None => live
+            .iter()
+            .max_by_key(|s| s.protocol_version)
+            .copied()
+            .ok_or_else(|| {
+                ServiceError::Conflict("the card offers no protocol version to probe".into())
+            })?,
     };
     if subject.state.withdrawn {
         return Err(ServiceError::Conflict(format!(
@@ -320,7 +316,9 @@ pub async fn request(
     }
     let (mut run, job) = probe_request(callee_id, version, reason, actor, now);
     run.binding = binding;
-    enqueue(store, run, job).await
+    let run = enqueue(store, run, job).await?;
+    services.committed(Queued::Jobs).await;
+    Ok(run)
 }
 
 /// Creates the queued run and its job; `Conflict` naming the active run if there is one.
@@ -554,7 +552,7 @@ async fn record(
     // Attested before the after-write duties wake the webhook sender, so the deliveries of a
     // promotion or demotion carry their attestation.
     super::attestations::record(services, &appended).await;
-    services.committed().await;
+    services.committed(Queued::Nothing).await;
     let kinds: Vec<&str> = appended.iter().map(|(e, _)| e.kind.as_str()).collect();
     tracing::info!(
         probe_run.id = %run.id, passed = judgement.verdict.passed, events = ?kinds,
@@ -599,7 +597,7 @@ pub async fn get(services: &Services, id: ProbeRunId) -> Result<ProbeRun, Servic
         .await
         .map_err(ServiceError::missing(Missing::ProbeRun(id)))?;
     if run.finished_at().is_some() {
-        services.committed().await;
+        services.caught_up().await;
     }
     Ok(run)
 }
