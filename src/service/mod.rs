@@ -98,7 +98,11 @@ pub enum Queued {
 impl Queued {
     /// `Jobs` when `jobs` holds any.
     pub fn jobs<T>(jobs: &[T]) -> Self {
-        if jobs.is_empty() { Queued::Nothing } else { Queued::Jobs }
+        if jobs.is_empty() {
+            Queued::Nothing
+        } else {
+            Queued::Jobs
+        }
     }
 }
 
