@@ -5,6 +5,16 @@ use std::str::FromStr;
 
 use serde::{Deserialize, Serialize};
 
+/// How one capability fared in a probe run: what the probe judged, and what decisions read.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "status", rename_all = "kebab-case")]
+pub enum CapabilityOutcome {
+    Passed,
+    Failed { reason: String },
+    NotAdvertised,
+    NotExercised { reason: String },
+}
+
 /// A card capability flag whose semantics cardgate verifies by probing.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 pub enum Capability {

@@ -8,7 +8,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde::Serialize;
 
-use super::capability::Capability;
+use super::capability::{Capability, CapabilityOutcome};
 use super::demotion::DemotionClass;
 use super::gate::{EffectiveGate, GateState, ProbeStart, SubjectState};
 use super::ids::{ProbeRunId, SnapshotId};
@@ -67,16 +67,6 @@ pub struct CardFacts {
     pub card_origin: String,
     pub trust: CardTrust,
     pub interfaces: Vec<OfferedInterface>,
-}
-
-/// How one capability fared in a probe run.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, serde::Deserialize)]
-#[serde(tag = "status", rename_all = "kebab-case")]
-pub enum CapabilityOutcome {
-    Passed,
-    Failed { reason: String },
-    NotAdvertised,
-    NotExercised { reason: String },
 }
 
 /// The subject's most recent finished probe cycle, reduced to what decisions read.

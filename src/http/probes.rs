@@ -19,7 +19,7 @@ use super::extract::{Json, Path, Query};
 use super::ledger::EventView;
 use super::paging::{Paged, next_cursor};
 use crate::domain::binding::Binding;
-use crate::domain::decision::CapabilityOutcome;
+use crate::domain::capability::CapabilityOutcome;
 use crate::domain::ids::{CalleeId, ProbeRunId};
 use crate::domain::probe::{Finding, ProbeRun, Transition};
 use crate::domain::version::ProtocolVersion;

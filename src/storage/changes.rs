@@ -11,7 +11,7 @@ use std::time::Duration;
 use sqlx::postgres::PgListener;
 use uuid::Uuid;
 
-use super::ledger::AppendEvents;
+use super::lock::LockLedger;
 use super::{Db, Store, StoreError, dispatch};
 use crate::domain::ids::CalleeId;
 use crate::domain::time::Timestamp;

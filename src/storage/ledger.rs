@@ -9,6 +9,7 @@ use uuid::Uuid;
 
 use super::callees::{SubjectRow, subject_columns};
 use super::changes::{Changed, RecordChange};
+use super::lock::LockLedger;
 use super::merkle::GrowTree;
 use super::webhooks::QueueDeliveries;
 use super::{BeginWrite, Store, StoreError, dispatch};
@@ -56,11 +57,7 @@ macro_rules! event_columns {
 }
 
 /// Appending inside an open write transaction, shared by every operation that writes events.
-pub(crate) trait AppendEvents {
-    /// Takes the ledger's append lock now (it is held until the transaction ends). Needed
-    /// before reading state that decides which events to append.
-    async fn lock_ledger(&mut self) -> Result<(), StoreError>;
-
+pub(crate) trait AppendEvents: LockLedger {
     /// Appends `events` in order at `now`, updating each subject's folded state. Fails (and the
     /// caller's transaction must roll back) if the gate rules refuse any event.
     async fn append_events(
@@ -80,15 +77,8 @@ pub(crate) trait AppendEvents {
 }
 
 macro_rules! impl_append_events {
-    ($db:ty, $lock:expr) => {
+    ($db:ty) => {
         impl AppendEvents for sqlx::Transaction<'static, $db> {
-            async fn lock_ledger(&mut self) -> Result<(), StoreError> {
-                if let Some(lock) = $lock {
-                    sqlx::query(lock).execute(&mut **self).await?;
-                }
-                Ok(())
-            }
-
             async fn append_events(
                 &mut self,
                 events: &[NewEvent],
@@ -194,14 +184,8 @@ macro_rules! impl_append_events {
     };
 }
 
-// One global chain needs one appender at a time. Postgres: a transaction-scoped advisory lock,
-// held until commit, so replicas on one database serialize too. SQLite: the write transaction
-// is already BEGIN IMMEDIATE, which excludes every other writer.
-impl_append_events!(
-    sqlx::Postgres,
-    Some("select pg_advisory_xact_lock(7250001)")
-);
-impl_append_events!(sqlx::Sqlite, None::<&'static str>);
+impl_append_events!(sqlx::Postgres);
+impl_append_events!(sqlx::Sqlite);
 
 impl Store {
     /// Appends `events` (all or none) and returns them sealed, with each subject after it.

@@ -9,7 +9,7 @@ use std::collections::HashMap;
 
 use chrono::{DateTime, Utc};
 
-use super::ledger::AppendEvents;
+use super::lock::LockLedger;
 use super::{BeginWrite, Store, StoreError, dispatch};
 use crate::domain::ledger::EventRecord;
 use crate::domain::merkle::{self, Frontier, Hash, NodeId};

@@ -22,6 +22,7 @@ mod changes;
 mod jobs;
 mod keys;
 mod ledger;
+mod lock;
 mod merkle;
 mod probes;
 mod reports;

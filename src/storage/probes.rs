@@ -7,6 +7,7 @@ use uuid::Uuid;
 use super::changes::{Changed, RecordChange};
 use super::jobs::{FinishLeased, OnDuplicate, insert_job_query};
 use super::ledger::AppendEvents;
+use super::lock::LockLedger;
 use super::{BeginWrite, Store, StoreError, dispatch};
 use crate::domain::decision::{JudgementFacts, ProbeFacts};
 use crate::domain::gate::{ProbeStart, Subject, SubjectState};

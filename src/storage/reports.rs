@@ -6,6 +6,7 @@ use uuid::Uuid;
 
 use super::changes::{Changed, RecordChange};
 use super::ledger::AppendEvents;
+use super::lock::LockLedger;
 use super::{BeginWrite, Store, StoreError, dispatch};
 use crate::domain::demotion::DemotionClass;
 use crate::domain::gate::Subject;

@@ -7,11 +7,8 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 use url::Url;
 
-use super::{
-    CapabilityOutcome, CardFacts, CardTrust, DecisionInput, OfferedInterface, ProbeFacts,
-    SubjectFacts,
-};
-use crate::domain::capability::Capability;
+use super::{CardFacts, CardTrust, DecisionInput, OfferedInterface, ProbeFacts, SubjectFacts};
+use crate::domain::capability::{Capability, CapabilityOutcome};
 use crate::domain::card::signature::SignatureVerdict;
 use crate::domain::card::{CardSnapshot, origin_text};
 use crate::domain::gate::{ProbeStart, Subject};

@@ -13,7 +13,7 @@ use super::{
     PushRun, Source, Spelling, StreamEnd, StreamRun, TaskRole, TaskState, Transition, Verdict,
 };
 use crate::domain::capability::Capability;
-use crate::domain::decision::CapabilityOutcome;
+use crate::domain::capability::CapabilityOutcome;
 use crate::domain::demotion::DemotionClass;
 use crate::domain::time::Timestamp;
 use crate::domain::version::ProtocolVersion;

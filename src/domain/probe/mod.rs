@@ -19,7 +19,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::capability::Capability;
-use super::decision::CapabilityOutcome;
+use super::capability::CapabilityOutcome;
 use super::demotion::DemotionClass;
 use super::time::Timestamp;
 
