@@ -12,6 +12,7 @@ use uuid::Uuid;
 use super::ApiState;
 use super::auth::Caller;
 use super::cards::SnapshotSummary;
+use super::closed::{FetchStatusView, RunStatusView};
 use super::error::{ApiError, ErrorBody};
 use super::extract::{self, Json, Path, Query, page_size};
 use super::ledger::EventView;
@@ -204,8 +205,7 @@ pub struct CalleeView {
 #[derive(Debug, Serialize, ToSchema)]
 pub struct LastFetchView {
     pub at: Option<DateTime<Utc>>,
-    /// `fetched`, `unchanged`, `untrusted` or `failed`.
-    pub status: Option<String>,
+    pub status: Option<FetchStatusView>,
     pub error: Option<String>,
     /// Consecutive fetches that gave no trusted card (failed or untrusted).
     pub failures: i32,
@@ -218,7 +218,7 @@ pub struct LastFetchView {
 pub struct RefreshView {
     /// `fetched` (new trusted snapshot), `unchanged` (304 or same bytes), `untrusted` (new
     /// snapshot that did not parse or verify) or `failed` (not fetched).
-    pub status: String,
+    pub status: FetchStatusView,
     pub snapshot_id: Option<Uuid>,
     pub error: Option<String>,
     /// The ledger events the refresh appended.
@@ -243,8 +243,7 @@ pub struct SubjectView {
 #[derive(Debug, Serialize, ToSchema)]
 pub struct ProbeRef {
     pub id: Uuid,
-    /// `queued`, `running`, `finished` or `aborted`.
-    pub status: String,
+    pub status: RunStatusView,
     pub passed: Option<bool>,
     pub finished_at: Option<DateTime<Utc>>,
 }
@@ -289,7 +288,7 @@ impl SubjectView {
             },
             last_probe: last_probe.map(|r| ProbeRef {
                 id: r.id.0,
-                status: r.status().as_str().to_string(),
+                status: (&r.status()).into(),
                 passed: r.passed(),
                 finished_at: r.finished_at(),
             }),
@@ -308,7 +307,7 @@ impl From<CalleeDetail> for CalleeView {
             card: d.latest_card.as_ref().map(Into::into),
             last_fetch: LastFetchView {
                 at: d.callee.fetch.last_at,
-                status: d.callee.fetch.status.map(|s| s.as_str().to_string()),
+                status: d.callee.fetch.status.as_ref().map(Into::into),
                 error: d.callee.fetch.error.clone(),
                 failures: d.callee.fetch.failures,
                 next_at: d.callee.fetch.next_at,
@@ -443,7 +442,7 @@ pub async fn refresh_callee(
 impl From<RefreshOutcome> for RefreshView {
     fn from(outcome: RefreshOutcome) -> Self {
         Self {
-            status: outcome.status.as_str().to_string(),
+            status: (&outcome.status).into(),
             snapshot_id: outcome.snapshot_id.map(|s| s.0),
             error: outcome.error,
             events: outcome.events.into_iter().map(Into::into).collect(),

@@ -10,6 +10,7 @@ use utoipa::{IntoParams, ToSchema};
 use uuid::Uuid;
 
 use super::ApiState;
+use super::closed::SignatureStatusView;
 use super::error::{ApiError, ErrorBody};
 use super::extract::page_size;
 use super::extract::{Json, Path, Query};
@@ -44,8 +45,7 @@ pub struct SnapshotSummary {
 
 #[derive(Debug, Serialize, ToSchema)]
 pub struct SignatureView {
-    /// `verified`, `unsigned`, `invalid`, `key-unavailable` or `not-checked`.
-    pub status: String,
+    pub status: SignatureStatusView,
     /// Which entry of `signatures` verified.
     pub index: Option<usize>,
     pub kid: Option<String>,
@@ -135,7 +135,7 @@ pub struct SnapshotQuery {
 impl From<&SignatureVerdict> for SignatureView {
     fn from(v: &SignatureVerdict) -> Self {
         let mut view = SignatureView {
-            status: v.status().to_string(),
+            status: v.into(),
             index: None,
             kid: None,
             alg: None,

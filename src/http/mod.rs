@@ -26,6 +26,7 @@ pub mod attestations;
 pub mod auth;
 pub mod callees;
 pub mod cards;
+pub mod closed;
 pub mod conditional;
 pub mod error;
 pub mod events;

@@ -13,6 +13,10 @@ use uuid::Uuid;
 
 use super::ApiState;
 use super::auth::Caller;
+use super::closed::{
+    CapabilityStatusView, DemotionClassView, FindingStatusView, LevelView, RuleCode, RunStatusView,
+    SourceView, TaskRoleView, TaskStateView,
+};
 use super::error::{ApiError, ErrorBody};
 use super::extract::page_size;
 use super::extract::{Json, Path, Query};
@@ -75,8 +79,7 @@ pub struct ProbeRunSummary {
     pub id: Uuid,
     pub callee_id: Uuid,
     pub protocol_version: String,
-    /// `queued`, `running`, `finished` or `aborted` (cut short; never promotes).
-    pub status: String,
+    pub status: RunStatusView,
     pub reason: String,
     pub requested_by: String,
     pub created_at: DateTime<Utc>,
@@ -121,18 +124,16 @@ pub struct VerdictView {
 
 #[derive(Debug, Serialize, ToSchema)]
 pub struct TriggerView {
-    pub class: String,
+    pub class: DemotionClassView,
     pub reason: String,
 }
 
 #[derive(Debug, Serialize, ToSchema)]
 pub struct TransitionView {
-    /// `lifecycle`, `push` or `cancel`.
-    pub task: String,
-    /// `response`, `stream`, `get` or `push`.
-    pub source: String,
+    pub task: TaskRoleView,
+    pub source: SourceView,
     pub call: u32,
-    pub state: String,
+    pub state: TaskStateView,
     /// The state exactly as sent.
     pub raw_state: String,
     /// `status.timestamp` exactly as sent.
@@ -147,21 +148,18 @@ pub struct TransitionView {
 
 #[derive(Debug, Serialize, ToSchema)]
 pub struct CapabilityView {
-    pub status: String,
+    pub status: CapabilityStatusView,
     pub reason: Option<String>,
 }
 
 #[derive(Debug, Serialize, ToSchema)]
 pub struct FindingView {
-    /// Stable code, e.g. `LC-TERMINAL-NO-TIMESTAMP`.
-    pub code: String,
-    /// `must`, `should` or `policy`.
-    pub level: String,
-    /// `pass`, `fail` or `not-exercised`.
-    pub status: String,
+    pub code: RuleCode,
+    pub level: LevelView,
+    pub status: FindingStatusView,
     pub message: String,
     /// The demotion class a failure triggers.
-    pub trigger: Option<String>,
+    pub trigger: Option<DemotionClassView>,
 }
 
 #[derive(Debug, Serialize, ToSchema)]
@@ -183,20 +181,13 @@ pub struct ProbeQuery {
     pub after: Option<Uuid>,
 }
 
-fn text<T: Serialize>(value: &T) -> String {
-    serde_json::to_value(value)
-        .ok()
-        .and_then(|v| v.as_str().map(str::to_string))
-        .unwrap_or_default()
-}
-
 impl From<&ProbeRun> for ProbeRunSummary {
     fn from(r: &ProbeRun) -> Self {
         Self {
             id: r.id.0,
             callee_id: r.callee_id.0,
             protocol_version: r.protocol_version.to_string(),
-            status: r.status().as_str().to_string(),
+            status: (&r.status()).into(),
             reason: r.reason.clone(),
             requested_by: r.requested_by.clone(),
             created_at: r.created_at,
@@ -214,10 +205,10 @@ impl From<&ProbeRun> for ProbeRunSummary {
 impl From<&Transition> for TransitionView {
     fn from(t: &Transition) -> Self {
         Self {
-            task: text(&t.role),
-            source: t.source.to_string(),
+            task: (&t.role).into(),
+            source: (&t.source).into(),
             call: t.call,
-            state: t.state.to_string(),
+            state: (&t.state).into(),
             raw_state: t.raw_state.clone(),
             timestamp: t.timestamp.clone(),
             timestamp_valid: t.parsed_timestamp.is_some(),
@@ -232,25 +223,25 @@ impl From<&Transition> for TransitionView {
 impl From<&Finding> for FindingView {
     fn from(f: &Finding) -> Self {
         Self {
-            code: f.code.to_string(),
-            level: text(&f.level),
-            status: text(&f.status),
+            code: (&f.code).into(),
+            level: (&f.level).into(),
+            status: (&f.status).into(),
             message: f.message.clone(),
-            trigger: f.trigger.map(|c| c.as_str().to_string()),
+            trigger: f.trigger.as_ref().map(Into::into),
         }
     }
 }
 
 impl From<&CapabilityOutcome> for CapabilityView {
     fn from(c: &CapabilityOutcome) -> Self {
-        let (status, reason) = match c {
-            CapabilityOutcome::Passed => ("passed", None),
-            CapabilityOutcome::Failed { reason } => ("failed", Some(reason.clone())),
-            CapabilityOutcome::NotAdvertised => ("not-advertised", None),
-            CapabilityOutcome::NotExercised { reason } => ("not-exercised", Some(reason.clone())),
+        let reason = match c {
+            CapabilityOutcome::Failed { reason } | CapabilityOutcome::NotExercised { reason } => {
+                Some(reason.clone())
+            }
+            CapabilityOutcome::Passed | CapabilityOutcome::NotAdvertised => None,
         };
         Self {
-            status: status.into(),
+            status: c.into(),
             reason,
         }
     }
@@ -363,7 +354,7 @@ pub async fn get_probe(
                 .triggers
                 .iter()
                 .map(|(c, r)| TriggerView {
-                    class: c.as_str().to_string(),
+                    class: c.into(),
                     reason: r.clone(),
                 })
                 .collect(),

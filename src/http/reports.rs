@@ -11,6 +11,7 @@ use uuid::Uuid;
 
 use super::ApiState;
 use super::auth::Caller;
+use super::closed::{DemotionClassView, ReportOutcomeView};
 use super::error::{ApiError, ErrorBody};
 use super::extract::page_size;
 use super::extract::{Json, Path, Query};
@@ -77,15 +78,13 @@ pub struct ReportView {
     pub callee_id: Uuid,
     pub protocol_version: String,
     pub trigger: String,
-    /// The demotion class: `timestamp`, `history`, `push` or `terminal`.
-    pub class: String,
+    pub class: DemotionClassView,
     #[schema(value_type = Object)]
     pub evidence: serde_json::Value,
     /// What the evidence check established.
     pub finding: String,
     pub reporter: String,
-    /// `demoted` (the report demoted the subject) or `recorded` (no gate move).
-    pub outcome: String,
+    pub outcome: ReportOutcomeView,
     pub created_at: DateTime<Utc>,
     /// In the answer to a submission that moved the gate: the seq of the ledger event it
     /// appended. Pass it as `min_seq` to `GET /v1/trust` to read the effect back from any
@@ -101,11 +100,11 @@ impl From<Report> for ReportView {
             callee_id: r.callee_id.0,
             protocol_version: r.protocol_version.to_string(),
             trigger: r.trigger.as_str().to_string(),
-            class: r.class.as_str().to_string(),
+            class: (&r.class).into(),
             evidence: r.evidence,
             finding: r.finding,
             reporter: r.reporter,
-            outcome: r.outcome.as_str().to_string(),
+            outcome: (&r.outcome).into(),
             created_at: r.created_at,
             ledger_seq: None,
         }

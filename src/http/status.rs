@@ -8,6 +8,7 @@ use utoipa::{IntoParams, ToSchema};
 use uuid::Uuid;
 
 use super::ApiState;
+use super::closed::{JobKindView, JobStateView};
 use super::error::{ApiError, ErrorBody};
 use super::extract::page_size;
 use super::extract::{Json, Query};
@@ -20,13 +21,11 @@ use crate::service;
 #[derive(Debug, Serialize, ToSchema)]
 pub struct JobView {
     pub id: Uuid,
-    /// `probe` or `refresh`.
-    pub kind: String,
+    pub kind: JobKindView,
     pub callee_id: Uuid,
     pub protocol_version: Option<String>,
     pub reason: String,
-    /// `queued`, `running`, `done` or `failed`.
-    pub status: String,
+    pub status: JobStateView,
     pub attempts: i32,
     /// When it runs next (queued) or ran (otherwise).
     pub run_after: DateTime<Utc>,
@@ -43,11 +42,11 @@ impl From<Job> for JobView {
     fn from(j: Job) -> Self {
         Self {
             id: j.id.0,
-            kind: j.kind.as_str().to_string(),
+            kind: (&j.kind).into(),
             callee_id: j.callee_id.0,
             protocol_version: j.protocol_version.map(|v| v.to_string()),
             reason: j.reason,
-            status: j.status.as_str().to_string(),
+            status: (&j.status).into(),
             attempts: j.attempts,
             run_after: j.run_after,
             lease_owner: j.lease_owner,

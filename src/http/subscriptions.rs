@@ -9,6 +9,7 @@ use utoipa::{IntoParams, ToSchema};
 use uuid::Uuid;
 
 use super::ApiState;
+use super::closed::DeliveryStatusView;
 use super::error::{ApiError, ErrorBody};
 use super::extract::{Json, Path, Query, page_size};
 use super::ledger::EventView;
@@ -178,8 +179,7 @@ pub struct DeliveryView {
     /// The ledger event announced.
     pub seq: i64,
     pub event_type: String,
-    /// `pending`, `delivered` or `failed`.
-    pub status: String,
+    pub status: DeliveryStatusView,
     pub attempts: i32,
     /// When a pending delivery is tried next.
     pub next_attempt_at: DateTime<Utc>,
@@ -196,7 +196,7 @@ impl From<Delivery> for DeliveryView {
             subscription_id: d.subscription_id.0,
             seq: d.seq,
             event_type: d.event_type.as_str().to_string(),
-            status: d.status.as_str().to_string(),
+            status: (&d.status).into(),
             attempts: d.attempts,
             next_attempt_at: d.next_attempt_at,
             last_status_code: d.last_status_code,
