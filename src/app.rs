@@ -23,7 +23,7 @@ use crate::service::probe::ProbeSettings;
 use crate::service::readmodel::ReadModel;
 use crate::service::transparency::{Transparency, TransparencySettings};
 use crate::service::webhooks::WebhookSettings;
-use crate::storage::{DatabaseTarget, PoolSettings, Store};
+use crate::storage::{Backend, DatabaseTarget, PoolSettings, Store};
 
 /// Everything `cardgate serve` is configured with.
 #[derive(Debug, Clone)]
@@ -134,7 +134,7 @@ impl App {
         // their jobs become claimable again. An SQLite file has one process by design, so
         // everything running is an orphan; on Postgres other replicas may be alive, so only
         // expired leases are.
-        let single = services.store.backend() == "sqlite";
+        let single = services.store.backend() == Backend::Sqlite;
         let now = services.now();
         let aborted = services
             .store
@@ -193,7 +193,7 @@ impl App {
         });
         let router = http::router(api, &self.settings.http, &self.settings.auth)?;
         let addr = listener.local_addr()?;
-        tracing::info!(%addr, database = self.services.store.backend(), "cardgate listening on http://{addr}");
+        tracing::info!(%addr, database = %self.services.store.backend(), "cardgate listening on http://{addr}");
         let mut scheduler =
             schedule::start(self.services.clone(), schedule, self.ticks.clone()).await?;
         let worker = tokio::spawn(worker::run(

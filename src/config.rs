@@ -13,7 +13,7 @@ use crate::http::HttpLimits;
 use crate::http::auth::AuthSettings;
 use crate::remote::a2a::CallLimits;
 use crate::remote::{NetworkPolicy, OutboundSettings};
-use crate::runtime::schedule::{self, ScheduleSettings};
+use crate::runtime::schedule::{Schedule, ScheduleSettings};
 use crate::runtime::worker::WorkerSettings;
 use crate::service::callees::CardPolicy;
 use crate::service::discovery::DiscoverySettings;
@@ -84,8 +84,8 @@ pub struct ServeArgs {
     pub webhooks: WebhookArgs,
 
     /// `GET /metrics` (Prometheus): `on` or `off`.
-    #[arg(long, env = "CARDGATE_METRICS", default_value = "on", value_parser = ["on", "off"])]
-    pub metrics: String,
+    #[arg(long, env = "CARDGATE_METRICS", value_enum, default_value_t = Switch::On, ignore_case = true)]
+    pub metrics: Switch,
 }
 
 /// The verifiable ledger: the key that signs checkpoints and receipts, and the log's name.
@@ -137,9 +137,9 @@ pub struct AccessArgs {
     /// `on`: the transparency surface (checkpoints, inclusion and consistency proofs,
     /// attestations; the key set always is) answers without an API key, limited per client
     /// address, for registries whose agents are public. `off` (the default): a reader key.
-    #[arg(long, env = "CARDGATE_PUBLIC_TRANSPARENCY", default_value = "off",
-          value_parser = ["on", "off"], ignore_case = true)]
-    pub public_transparency: String,
+    #[arg(long, env = "CARDGATE_PUBLIC_TRANSPARENCY", value_enum, default_value_t = Switch::Off,
+          ignore_case = true)]
+    pub public_transparency: Switch,
 }
 
 impl std::fmt::Debug for AccessArgs {
@@ -167,7 +167,7 @@ impl AccessArgs {
             anonymous_per_sec: self.anonymous_rate_per_sec,
             anonymous_burst: self.anonymous_burst,
             max_query_bytes: self.max_query_bytes.max(64),
-            public_transparency: self.public_transparency.eq_ignore_ascii_case("on"),
+            public_transparency: self.public_transparency == Switch::On,
         };
         if let Some(token) = self
             .admin_token
@@ -299,7 +299,7 @@ impl ServeArgs {
             cards: self.schedule.card_policy(),
             webhooks: self.webhooks.settings(),
             transparency: self.transparency()?,
-            metrics: self.metrics == "on",
+            metrics: self.metrics == Switch::On,
         })
     }
 
@@ -322,6 +322,13 @@ impl ServeArgs {
 }
 
 /// Periodic work and the queue.
+/// A feature switch, as operators write it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Switch {
+    On,
+    Off,
+}
+
 #[derive(Debug, Clone, Args)]
 pub struct ScheduleArgs {
     /// When to refresh every callee's card: a 6-field cron expression, seconds first, or
@@ -331,17 +338,17 @@ pub struct ScheduleArgs {
         env = "CARDGATE_REFRESH_SCHEDULE",
         default_value_t = ScheduleSettings::default().refresh
     )]
-    pub refresh_schedule: String,
+    pub refresh_schedule: Schedule,
 
     /// When to re-probe demoted and stale subjects: a 6-field cron expression, seconds first,
     /// or `off`.
     #[arg(long, env = "CARDGATE_REPROBE_SCHEDULE", default_value_t = ScheduleSettings::default().reprobe)]
-    pub reprobe_schedule: String,
+    pub reprobe_schedule: Schedule,
 
     /// When to record a signed checkpoint of the ledger (if it grew): a 6-field cron
     /// expression, seconds first, or `off`.
     #[arg(long, env = "CARDGATE_CHECKPOINT_SCHEDULE", default_value_t = ScheduleSettings::default().checkpoint)]
-    pub checkpoint_schedule: String,
+    pub checkpoint_schedule: Schedule,
 
     /// A subject whose newest probe is older than this many seconds is re-probed.
     #[arg(long, env = "CARDGATE_PROBE_STALE_AFTER_SECS", default_value_t = ScheduleSettings::default().stale_after.as_secs())]
@@ -371,9 +378,6 @@ pub struct ScheduleArgs {
 
 impl ScheduleArgs {
     pub fn settings(&self) -> anyhow::Result<ScheduleSettings> {
-        schedule::validate(&self.refresh_schedule).context("CARDGATE_REFRESH_SCHEDULE")?;
-        schedule::validate(&self.reprobe_schedule).context("CARDGATE_REPROBE_SCHEDULE")?;
-        schedule::validate(&self.checkpoint_schedule).context("CARDGATE_CHECKPOINT_SCHEDULE")?;
         Ok(ScheduleSettings {
             refresh: self.refresh_schedule.clone(),
             reprobe: self.reprobe_schedule.clone(),

@@ -202,8 +202,8 @@ pub async fn status(app: &ApiState) -> Result<StatusView, ApiError> {
         instance: app.instance.clone(),
         database: service::status::backend(&app.services.store).to_string(),
         scheduler: SchedulerView {
-            refresh: sweep(&app.schedule.refresh, app.ticks.last_refresh()),
-            reprobe: sweep(&app.schedule.reprobe, app.ticks.last_reprobe()),
+            refresh: sweep(&app.schedule.refresh.to_string(), app.ticks.last_refresh()),
+            reprobe: sweep(&app.schedule.reprobe.to_string(), app.ticks.last_reprobe()),
         },
         queue: QueueView {
             queued: stats.queued,

@@ -3,6 +3,8 @@
 //! several replicas each runs its own scheduler; the queue's dedup keys make the double
 //! enqueues no-ops, and workers claim each job once.
 
+use std::fmt;
+use std::str::FromStr;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -15,24 +17,51 @@ use crate::domain::job::{self, Job};
 use crate::domain::time::Timestamp;
 use crate::service::{Queued, ServiceError, Services, probe};
 
-/// A schedule that never fires: its sweep only runs when something calls it.
+/// The word for a schedule that never fires: its sweep only runs when something calls it.
 pub const OFF: &str = "off";
 
-/// Whether `expression` is [`OFF`] (in any case: it is a word, not a cron field).
-fn is_off(expression: &str) -> bool {
-    expression.trim().eq_ignore_ascii_case(OFF)
+/// When a sweep runs: a 6-field cron expression (seconds first), checked when it is parsed,
+/// or never.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Schedule {
+    Off,
+    Cron(String),
 }
 
-/// When periodic work runs (6-field cron expressions, seconds first, or [`OFF`]).
+impl FromStr for Schedule {
+    type Err = String;
+
+    /// [`OFF`] in any case (it is a word, not a cron field), or an expression the scheduler
+    /// accepts.
+    fn from_str(s: &str) -> Result<Self, String> {
+        if s.trim().eq_ignore_ascii_case(OFF) {
+            return Ok(Schedule::Off);
+        }
+        CronJob::new(s, |_, _| {})
+            .map(|_| Schedule::Cron(s.to_string()))
+            .map_err(|e| format!("`{s}`: {e} (6 fields, seconds first)"))
+    }
+}
+
+impl fmt::Display for Schedule {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Schedule::Off => f.write_str(OFF),
+            Schedule::Cron(expression) => f.write_str(expression),
+        }
+    }
+}
+
+/// When periodic work runs.
 #[derive(Debug, Clone)]
 pub struct ScheduleSettings {
     /// Card refresh sweep (`CARDGATE_REFRESH_SCHEDULE`, default every 5 minutes).
-    pub refresh: String,
+    pub refresh: Schedule,
     /// Re-probe sweep of demoted and stale subjects (`CARDGATE_REPROBE_SCHEDULE`, default daily).
-    pub reprobe: String,
+    pub reprobe: Schedule,
     /// Recording a signed checkpoint of the ledger, if it grew (`CARDGATE_CHECKPOINT_SCHEDULE`,
     /// default every minute).
-    pub checkpoint: String,
+    pub checkpoint: Schedule,
     /// A subject whose newest probe started longer ago than this is re-probed.
     pub stale_after: Duration,
     /// Most refresh jobs one sweep enqueues.
@@ -44,9 +73,9 @@ pub struct ScheduleSettings {
 impl Default for ScheduleSettings {
     fn default() -> Self {
         Self {
-            refresh: "0 */5 * * * *".into(),
-            reprobe: "0 0 3 * * *".into(),
-            checkpoint: "0 * * * * *".into(),
+            refresh: Schedule::Cron("0 */5 * * * *".into()),
+            reprobe: Schedule::Cron("0 0 3 * * *".into()),
+            checkpoint: Schedule::Cron("0 * * * * *".into()),
             stale_after: Duration::from_secs(7 * 24 * 3600),
             sweep_limit: 50_000,
             job_retention: Duration::from_secs(24 * 3600),
@@ -218,14 +247,14 @@ pub async fn start(
     let scheduler = JobScheduler::new()
         .await
         .context("creating the scheduler")?;
-    for (name, expression) in [
+    for (name, schedule) in [
         ("refresh", settings.refresh.clone()),
         ("reprobe", settings.reprobe.clone()),
     ] {
-        if is_off(&expression) {
+        let Schedule::Cron(expression) = schedule else {
             tracing::info!(sweep = name, "the {name} sweep is off");
             continue;
-        }
+        };
         let (services, settings, ticks) = (services.clone(), settings.clone(), ticks.clone());
         let job = CronJob::new_async(expression.as_str(), move |_id, _scheduler| {
             let (services, settings, ticks) = (services.clone(), settings.clone(), ticks.clone());
@@ -265,11 +294,9 @@ pub async fn start(
         .with_context(|| format!("{name} schedule `{expression}` (6 fields, seconds first)"))?;
         scheduler.add(job).await.context("adding a scheduled job")?;
     }
-    let expression = settings.checkpoint.clone();
-    if is_off(&expression) {
-        tracing::info!("recording checkpoints on a schedule is off");
-    } else {
-        add_checkpoints(&scheduler, services, &expression).await?;
+    match &settings.checkpoint {
+        Schedule::Off => tracing::info!("recording checkpoints on a schedule is off"),
+        Schedule::Cron(expression) => add_checkpoints(&scheduler, services, expression).await?,
     }
     scheduler.start().await.context("starting the scheduler")?;
     Ok(scheduler)
@@ -300,30 +327,23 @@ async fn add_checkpoints(
     Ok(())
 }
 
-/// Checks a cron expression (or [`OFF`]) without starting anything.
-pub fn validate(expression: &str) -> anyhow::Result<()> {
-    if is_off(expression) {
-        return Ok(());
-    }
-    CronJob::new(expression, |_, _| {})
-        .map(drop)
-        .map_err(|e| anyhow::anyhow!("`{expression}`: {e} (6 fields, seconds first)"))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
     fn a_schedule_is_six_cron_fields_or_off() {
-        assert!(validate("0 */5 * * * *").is_ok());
-        assert!(validate(OFF).is_ok());
-        let five_fields = validate("*/5 * * * *").unwrap_err().to_string();
+        let parse = |s: &str| s.parse::<Schedule>();
+        assert!(parse("0 */5 * * * *").is_ok());
+        assert_eq!(parse(OFF), Ok(Schedule::Off));
+        let five_fields = parse("*/5 * * * *").unwrap_err();
         assert!(
             five_fields.contains("6 fields, seconds first"),
             "{five_fields}"
         );
-        assert!(validate("never").is_err());
-        assert!(is_off("OFF") && is_off(" off ") && !is_off("of"));
+        assert!(parse("never").is_err());
+        assert!(parse("OFF") == Ok(Schedule::Off) && parse(" off ") == Ok(Schedule::Off));
+        assert!(parse("of").is_err());
+        assert_eq!(parse("0 */5 * * * *").unwrap().to_string(), "0 */5 * * * *");
     }
 }

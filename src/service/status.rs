@@ -14,7 +14,7 @@ pub async fn ping(store: &Store) -> Result<(), ServiceError> {
 
 /// Which backend the store runs on: `sqlite` or `postgres`.
 pub fn backend(store: &Store) -> &'static str {
-    store.backend()
+    store.backend().as_str()
 }
 
 /// Jobs, newest first, optionally of one status.

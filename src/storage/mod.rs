@@ -205,6 +205,29 @@ enum Db {
     Sqlite(SqlitePool),
 }
 
+/// The database a store runs on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Backend {
+    Postgres,
+    /// The embedded file: one process writes at a time.
+    Sqlite,
+}
+
+impl Backend {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Backend::Postgres => "postgres",
+            Backend::Sqlite => "sqlite",
+        }
+    }
+}
+
+impl std::fmt::Display for Backend {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 /// The registry's storage. Cheap to clone (pools are reference-counted).
 #[derive(Clone)]
 pub struct Store {
@@ -291,11 +314,10 @@ impl Store {
         Ok(())
     }
 
-    /// `postgres` or `sqlite`.
-    pub fn backend(&self) -> &'static str {
+    pub fn backend(&self) -> Backend {
         match self.db {
-            Db::Postgres(_) => "postgres",
-            Db::Sqlite(_) => "sqlite",
+            Db::Postgres(_) => Backend::Postgres,
+            Db::Sqlite(_) => Backend::Sqlite,
         }
     }
 

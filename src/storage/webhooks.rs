@@ -483,7 +483,7 @@ impl Store {
             let mut tx = pool.begin_write().await?;
             // Replicas on Postgres skip each other's rows instead of waiting on them; an
             // SQLite write transaction already excludes every other writer.
-            let lease = if self.backend() == "postgres" {
+            let lease = if self.backend() == super::Backend::Postgres {
                 concat!(
                     "update deliveries set lease_owner = $3, lease_until = $4 where id in (",
                     due_deliveries!(),

@@ -24,7 +24,7 @@ on_both_backends!(
 fn scheduled(db: &TestDb) -> cardgate::app::Settings {
     let mut settings = test_settings(db.target.clone());
     settings.cards.probe_on_change = true;
-    settings.schedule.refresh = "*/1 * * * * *".into();
+    settings.schedule.refresh = "*/1 * * * * *".parse().unwrap();
     settings
 }
 
@@ -370,8 +370,8 @@ async fn a_sweep_that_is_off_never_ticks(db: TestDb) {
         .await
         .unwrap();
     let mut settings = test_settings(db.target.clone());
-    settings.schedule.refresh = schedule::OFF.into();
-    settings.schedule.reprobe = "*/1 * * * * *".into();
+    settings.schedule.refresh = schedule::Schedule::Off;
+    settings.schedule.reprobe = "*/1 * * * * *".parse().unwrap();
     let server = TestServer::start_with(settings).await;
     let callee = register(&server, &agent.origin(), json!({})).await;
     let (first, _) = eventually_value("a re-probe tick", || reprobe_tick(&server)).await;

@@ -246,7 +246,7 @@ async fn register_agents(
 /// second) judges one state each time: never a problem that is not there.
 async fn verify_under_concurrent_writers_reports_nothing_that_is_not_there(db: TestDb) {
     let mut settings = test_settings(db.target.clone());
-    settings.schedule.checkpoint = "* * * * * *".into();
+    settings.schedule.checkpoint = "* * * * * *".parse().unwrap();
     let server = std::sync::Arc::new(TestServer::start_with(settings).await);
     let agents = std::sync::Arc::new(CardServer::start().await);
     let writers: Vec<_> = (0..4)
@@ -614,7 +614,7 @@ struct Tampered {
 async fn history(db: &TestDb) -> Tampered {
     // The scheduler records a checkpoint every second here (every minute by default).
     let mut settings = test_settings(db.target.clone());
-    settings.schedule.checkpoint = "* * * * * *".into();
+    settings.schedule.checkpoint = "* * * * * *".parse().unwrap();
     let server = TestServer::start_with(settings).await;
     let agents = CardServer::start().await;
     register_agents(&server, &agents, 0, 3).await;

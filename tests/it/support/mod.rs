@@ -115,7 +115,7 @@ impl TestDb {
     }
 
     pub fn backend(&self) -> &'static str {
-        self.store.backend()
+        self.store.backend().as_str()
     }
 
     /// Runs raw SQL on a separate connection, as an attacker with database access would.
@@ -208,8 +208,8 @@ pub fn test_settings(target: DatabaseTarget) -> Settings {
     // no sweep that a wall clock (a refresh every five minutes, a re-probe at 03:00) would
     // drop into the middle of a test.
     settings.cards.probe_on_change = false;
-    settings.schedule.refresh = cardgate::runtime::schedule::OFF.into();
-    settings.schedule.reprobe = cardgate::runtime::schedule::OFF.into();
+    settings.schedule.refresh = cardgate::runtime::schedule::Schedule::Off;
+    settings.schedule.reprobe = cardgate::runtime::schedule::Schedule::Off;
     settings
 }
 
