@@ -2,7 +2,7 @@
 //! their flag groups from [`crate::config`]; the others run without the service.
 
 pub mod can_i_trust;
-pub mod junit;
+pub(crate) mod junit;
 pub mod keys;
 pub mod probe;
 pub mod verify;

@@ -31,11 +31,6 @@ pub fn canonicalize(value: &Value) -> Result<Vec<u8>, JcsError> {
     Ok(out)
 }
 
-/// The canonical form as a `String` (JCS output is always valid UTF-8).
-pub fn canonical_string(value: &Value) -> Result<String, JcsError> {
-    canonicalize(value).map(|bytes| String::from_utf8(bytes).expect("JCS writes only UTF-8"))
-}
-
 fn write_value(out: &mut Vec<u8>, value: &Value, depth: usize) -> Result<(), JcsError> {
     if depth > MAX_DEPTH {
         return Err(JcsError::TooDeep);
@@ -125,6 +120,11 @@ fn write_string(out: &mut Vec<u8>, s: &str) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The canonical form as a `String` (JCS output is always valid UTF-8).
+    fn canonical_string(value: &Value) -> Result<String, JcsError> {
+        canonicalize(value).map(|bytes| String::from_utf8(bytes).expect("JCS writes only UTF-8"))
+    }
     use serde_json::json;
 
     fn canon(v: Value) -> String {

@@ -2,24 +2,24 @@
 //! with `now` passed in, so every rule of the trust model is unit-testable.
 
 pub mod apikey;
-pub mod attestation;
-pub mod binding;
+pub(crate) mod attestation;
+pub(crate) mod binding;
 pub mod callee;
 pub mod capability;
 pub mod card;
-pub mod checkpoint;
+pub(crate) mod checkpoint;
 pub mod decision;
 pub mod demotion;
 pub mod gate;
 pub mod ids;
-pub mod jcs;
+pub(crate) mod jcs;
 pub mod job;
 pub mod ledger;
-pub mod merkle;
+pub(crate) mod merkle;
 pub mod probe;
-pub mod receipt;
-pub mod report;
-pub mod signing;
+pub(crate) mod receipt;
+pub(crate) mod report;
+pub(crate) mod signing;
 pub mod time;
 pub mod version;
-pub mod webhook;
+pub(crate) mod webhook;

@@ -126,10 +126,6 @@ impl Health {
             Some(since) => Self::Erring { since },
         }
     }
-
-    pub fn is_failing(self) -> bool {
-        matches!(self, Self::Failing { .. })
-    }
 }
 
 /// A caller's request to be told of events.
@@ -450,7 +446,10 @@ mod tests {
             Health::Erring { since: hour_ago }
         );
         let two_days_ago = now - chrono::Duration::days(2);
-        assert!(Health::at(Some(two_days_ago), now, day).is_failing());
+        assert!(matches!(
+            Health::at(Some(two_days_ago), now, day),
+            Health::Failing { .. }
+        ));
     }
 
     #[test]

@@ -16,7 +16,7 @@ use super::extract::page_size;
 use super::extract::{Json, Path, Query};
 use super::paging::{Paged, next_cursor};
 use crate::domain::card::signature::{KeySource, SignatureVerdict};
-use crate::domain::card::{CardSnapshot, NormalizedCard, origin_text};
+use crate::domain::card::{CardSnapshot, NormalizedCard};
 use crate::domain::ids::{CalleeId, SnapshotId};
 use crate::service::callees;
 
@@ -237,13 +237,6 @@ fn card_view(card: &NormalizedCard, card_url: &str) -> CardView {
         default_output_modes: card.default_output_modes.clone(),
         legacy_fields: card.legacy_fields.clone(),
     }
-}
-
-/// The card's origin, for display next to interfaces.
-pub fn card_origin(url: &str) -> String {
-    url::Url::parse(url)
-        .map(|u| origin_text(&u))
-        .unwrap_or_else(|_| url.to_string())
 }
 
 /// The callee's card snapshots, newest first.

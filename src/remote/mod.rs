@@ -10,7 +10,7 @@
 
 pub mod a2a;
 pub mod grpc;
-pub mod policy;
+pub(crate) mod policy;
 pub mod sse;
 
 use std::net::{IpAddr, SocketAddr};

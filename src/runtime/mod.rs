@@ -2,7 +2,7 @@
 //! that runs queued jobs, and the follower that keeps the read model current. All call the use
 //! cases in [`crate::service`]; `app` starts them.
 
-pub mod deliveries;
-pub mod feed;
+pub(crate) mod deliveries;
+pub(crate) mod feed;
 pub mod schedule;
 pub mod worker;

@@ -4,16 +4,16 @@
 //! [`Services`] is what the use cases depend on, named one by one; `app` composes it, and the
 //! HTTP layer and the background runtime hold it. Nothing here imports either of them.
 
-pub mod attestations;
-pub mod callees;
+pub(crate) mod attestations;
+pub(crate) mod callees;
 pub mod discovery;
-pub mod events;
-pub mod keys;
+pub(crate) mod events;
+pub(crate) mod keys;
 pub mod ledger;
 pub mod probe;
 pub mod readmodel;
-pub mod reports;
-pub mod status;
+pub(crate) mod reports;
+pub(crate) mod status;
 pub mod transparency;
 pub mod trust;
 pub mod webhooks;
