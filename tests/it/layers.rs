@@ -73,6 +73,12 @@ fn imports(source: &str) -> BTreeSet<String> {
         .collect()
 }
 
+/// The module a path under a folder of modules belongs to: its first component, sans `.rs`.
+fn first_module(relative: &Path) -> String {
+    let first = relative.components().next().unwrap().as_os_str();
+    first.to_string_lossy().trim_end_matches(".rs").to_string()
+}
+
 #[test]
 fn each_layer_imports_only_the_layers_below_it() {
     let src = repo_path("src");
@@ -83,14 +89,7 @@ fn each_layer_imports_only_the_layers_below_it() {
     let mut wrong = Vec::new();
     for file in files {
         let relative = file.strip_prefix(&src).unwrap();
-        let top = relative
-            .components()
-            .next()
-            .unwrap()
-            .as_os_str()
-            .to_string_lossy()
-            .trim_end_matches(".rs")
-            .to_string();
+        let top = first_module(relative);
         let Some(may) = allowed.get(top.as_str()) else {
             // lib.rs and main.rs sit above every layer; tests.rs files are unit tests.
             assert!(
@@ -239,14 +238,7 @@ fn no_module_imports_one_that_imports_it_back_within_a_layer() {
         let mut graph: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
         for file in files {
             let relative = file.strip_prefix(&dir).unwrap();
-            let own = relative
-                .components()
-                .next()
-                .unwrap()
-                .as_os_str()
-                .to_string_lossy()
-                .trim_end_matches(".rs")
-                .to_string();
+            let own = first_module(relative);
             if own == "mod" || relative.ends_with("tests.rs") {
                 continue; // the layer's root declares every module; unit tests sit outside
             }
