@@ -12,12 +12,13 @@ RUN apt-get update && apt-get install -y --no-install-recommends pkg-config libs
 # Cargo.toml or Cargo.lock invalidates this layer (or the gRPC .proto, whose generated code
 # the build script writes; protoc itself comes from crates.io, so no system compiler).
 COPY Cargo.toml Cargo.lock build.rs ./
+COPY .cargo ./.cargo
 COPY proto ./proto
 RUN mkdir -p src benches \
     && echo 'fn main() {}' > src/main.rs \
     && touch src/lib.rs \
     && echo 'fn main() {}' > benches/cards.rs \
-    && cargo build --release --locked --bin cardgate \
+    && cargo build --profile dist --locked --bin cardgate \
     && rm -rf src benches
 
 # Then cardgate itself. COPY keeps the files' own times, which may be older than the stub
@@ -26,7 +27,7 @@ COPY src ./src
 COPY migrations ./migrations
 COPY benches ./benches
 RUN touch src/main.rs src/lib.rs \
-    && cargo build --release --locked --bin cardgate
+    && cargo build --profile dist --locked --bin cardgate
 
 FROM debian:bookworm-slim AS runtime
 RUN apt-get update && apt-get install -y --no-install-recommends ca-certificates libssl3 curl \
@@ -34,7 +35,7 @@ RUN apt-get update && apt-get install -y --no-install-recommends ca-certificates
     && useradd --system --uid 10001 --home-dir /var/lib/cardgate --create-home cardgate \
     && mkdir -p /var/lib/cardgate/data \
     && chown cardgate:cardgate /var/lib/cardgate/data
-COPY --from=build /src/target/release/cardgate /usr/local/bin/cardgate
+COPY --from=build /src/target/dist/cardgate /usr/local/bin/cardgate
 USER cardgate
 WORKDIR /var/lib/cardgate
 ENV CARDGATE_LISTEN=0.0.0.0:8080 \

@@ -4,6 +4,7 @@
 #
 #   bench/readmodel-load.sh            # N=100000
 #   N=20000 bench/readmodel-load.sh
+#   PROFILE=dist N=10000 bench/readmodel-load.sh   # the shipped build
 #   KEEP_DB=1 bench/readmodel-load.sh   # keep the database, to profile a start against it
 #
 # One real callee is registered against a conformant fake agent and probed to lifecycle-trusted;
@@ -18,8 +19,9 @@ PG_ADMIN=${BENCH_DATABASE_URL:-postgres://postgres@127.0.0.1:5432/postgres}
 TOKEN=bench-admin-token-0123456789abcdefghijklmnop
 WORK=$(mktemp -d)
 export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-target}
-cargo build --quiet --release --bin cardgate --example fake-agent
-BIN=$CARGO_TARGET_DIR/release
+PROFILE=${PROFILE:-release}   # PROFILE=dist measures the binary the image ships
+cargo build --quiet --profile "$PROFILE" --bin cardgate --example fake-agent
+BIN=$CARGO_TARGET_DIR/$PROFILE
 
 . bench/lib.sh
 

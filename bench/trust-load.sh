@@ -5,6 +5,7 @@
 #
 #   bench/trust-load.sh            # 20 s per target, 2 wrk threads, 64 connections
 #   DURATION=60s CONNECTIONS=128 bench/trust-load.sh
+#   PROFILE=dist bench/trust-load.sh   # the shipped build (LTO) instead of release
 #   PERF=1 bench/trust-load.sh     # also a perf profile of the server during each trust run
 #   BENCH_RUST_LOG=info bench/trust-load.sh   # with the default access log (a line per request)
 #
@@ -20,8 +21,9 @@ PG_ADMIN=${BENCH_DATABASE_URL:-postgres://postgres@127.0.0.1:5432/postgres}
 TOKEN=bench-admin-token-0123456789abcdefghijklmnop
 WORK=$(mktemp -d)
 export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-target}
-cargo build --quiet --release --bin cardgate --example fake-agent --example bench-ceiling
-BIN=$CARGO_TARGET_DIR/release
+PROFILE=${PROFILE:-release}   # PROFILE=dist measures the binary the image ships
+cargo build --quiet --profile "$PROFILE" --bin cardgate --example fake-agent --example bench-ceiling
+BIN=$CARGO_TARGET_DIR/$PROFILE
 
 . bench/lib.sh
 
