@@ -10,7 +10,7 @@ use uuid::Uuid;
 
 use super::ApiState;
 use super::error::{ApiError, ErrorBody};
-use super::extract::{Json, Path, Query, page_size};
+use super::extract::{Json, Path, Query, page_size, seq_after};
 use super::paging::{Paged, next_cursor};
 use crate::domain::attestation::AttestationRecord;
 use crate::domain::attestation::Envelope;
@@ -155,13 +155,7 @@ pub async fn list_attestations(
     Query(q): Query<AttestationQuery>,
 ) -> Result<Paged<AttestationPage>, ApiError> {
     let limit = page_size(q.limit)?;
-    let after = q.after.unwrap_or(0);
-    if after < 0 {
-        return Err(ApiError::bad_request(
-            "invalid_query",
-            "after must not be negative",
-        ));
-    }
+    let after = seq_after(q.after)?;
     let items = attestations::page(&app.services, q.callee_id.map(CalleeId), after, limit).await?;
     let next = next_cursor(&items, limit, |a| a.seq);
     let page = AttestationPage {

@@ -208,7 +208,13 @@ mod tests {
 
     #[test]
     fn each_view_says_what_the_domain_always_said() {
-        let text = |v: &dyn erased::Text| v.text();
+        fn text(v: &impl Serialize) -> String {
+            serde_json::to_value(v)
+                .unwrap()
+                .as_str()
+                .unwrap()
+                .to_string()
+        }
         assert_eq!(
             text(&LevelView::from(&Level::Should)),
             Level::Should.as_str()
@@ -249,21 +255,6 @@ mod tests {
             TaskState::Canceled,
         ] {
             assert_eq!(text(&TaskStateView::from(&state)), state.as_str());
-        }
-    }
-
-    mod erased {
-        pub trait Text {
-            fn text(&self) -> String;
-        }
-        impl<T: serde::Serialize> Text for T {
-            fn text(&self) -> String {
-                serde_json::to_value(self)
-                    .unwrap()
-                    .as_str()
-                    .unwrap()
-                    .to_string()
-            }
         }
     }
 }

@@ -194,6 +194,17 @@ fn json_kind(value: &serde_json::Value) -> &'static str {
 pub const DEFAULT_PAGE: u32 = 50;
 pub const MAX_PAGE: u32 = 200;
 
+/// Validates a ledger-seq cursor (`after`, default 0: from the first).
+pub fn seq_after(after: Option<i64>) -> Result<i64, ApiError> {
+    match after.unwrap_or(0) {
+        n if n < 0 => Err(ApiError::bad_request(
+            "invalid_query",
+            "after must not be negative",
+        )),
+        n => Ok(n),
+    }
+}
+
 /// Validates a requested page size.
 pub fn page_size(limit: Option<u32>) -> Result<u32, ApiError> {
     match limit.unwrap_or(DEFAULT_PAGE) {

@@ -10,8 +10,8 @@ use uuid::Uuid;
 
 use super::ApiState;
 use super::error::{ApiError, ErrorBody};
-use super::extract::page_size;
 use super::extract::{Json, Query};
+use super::extract::{page_size, seq_after};
 use super::paging::{Paged, next_cursor};
 use crate::domain::ids::CalleeId;
 use crate::domain::ledger::EventRecord;
@@ -153,13 +153,7 @@ pub async fn list_ledger(
     Query(q): Query<LedgerQuery>,
 ) -> Result<Paged<LedgerPage>, ApiError> {
     let limit = page_size(q.limit)?;
-    let after = q.after.unwrap_or(0);
-    if after < 0 {
-        return Err(ApiError::bad_request(
-            "invalid_query",
-            "after must not be negative",
-        ));
-    }
+    let after = seq_after(q.after)?;
     let events = ledger::page(&app.services.store, q.callee_id.map(CalleeId), after, limit).await?;
     let next = next_cursor(&events, limit, |e| e.seq);
     let page = LedgerPage {

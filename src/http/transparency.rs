@@ -11,7 +11,7 @@ use utoipa::{IntoParams, ToSchema};
 
 use super::ApiState;
 use super::error::{ApiError, ErrorBody};
-use super::extract::{Json, Query, page_size};
+use super::extract::{Json, Query, page_size, seq_after};
 use super::paging::{Paged, next_cursor};
 use crate::domain::merkle::Hash;
 use crate::domain::signing::Jwks;
@@ -224,8 +224,7 @@ pub async fn list_checkpoints(
     Query(q): Query<CheckpointsQuery>,
 ) -> Result<Paged<CheckpointPage>, ApiError> {
     let limit = page_size(q.limit)?;
-    let after = u64::try_from(q.after.unwrap_or(0))
-        .map_err(|_| ApiError::bad_request("invalid_query", "after must not be negative"))?;
+    let after = seq_after(q.after)?.unsigned_abs();
     let checkpoints = transparency::recorded(&app.services.store, after, limit).await?;
     let next = next_cursor(&checkpoints, limit, |c| c.tree_size);
     let page = CheckpointPage {

@@ -86,9 +86,7 @@ impl GrpcBinding {
             }
         }
     }
-}
 
-impl GrpcBinding {
     /// Records a new exchange for `method` and hands out the channel, or answers at once when
     /// there is none.
     fn open(

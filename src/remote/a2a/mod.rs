@@ -236,22 +236,20 @@ impl A2aClient {
         limits: CallLimits,
     ) -> Self {
         let version = version.to_string();
+        let http = |framing| {
+            Transport::Http(HttpTransport {
+                url: url.clone(),
+                framing,
+                version: wire.dialect().version_header(&version),
+            })
+        };
         let transport = match wire {
             Wire::GrpcV1 => Transport::Grpc(GrpcBinding {
                 channel: GrpcTransport::new(&outbound, &url, &version).map_err(|e| e.to_string()),
-                url,
+                url: url.clone(),
             }),
-            Wire::JsonRpcV1 | Wire::JsonRpcV03 | Wire::RestV1 => {
-                let framing = match wire {
-                    Wire::RestV1 => Framing::Rest,
-                    _ => Framing::JsonRpc(wire.dialect()),
-                };
-                Transport::Http(HttpTransport {
-                    url,
-                    framing,
-                    version: wire.dialect().version_header(&version),
-                })
-            }
+            Wire::RestV1 => http(Framing::Rest),
+            Wire::JsonRpcV1 | Wire::JsonRpcV03 => http(Framing::JsonRpc(wire.dialect())),
         };
         Self {
             outbound,
