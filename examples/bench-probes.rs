@@ -17,7 +17,7 @@ use cardgate::domain::probe::ProbeScript;
 use cardgate::domain::version::ProtocolVersion;
 use cardgate::remote::{NetworkPolicy, Outbound, OutboundSettings};
 use cardgate::service::probe::{
-    InboxDelivery, ProbeSettings, Progress, PushInbox, probe_interface,
+    Credentials, InboxDelivery, ProbeSettings, Progress, PushInbox, probe_interface,
 };
 
 struct NoInbox;
@@ -88,7 +88,16 @@ async fn main() -> anyhow::Result<()> {
     let version = ProtocolVersion::new(1, 0);
     let once = || async {
         let out = probe_interface(
-            &outbound, &settings, &card, version, None, &script, None, &NoInbox, &Quiet,
+            &outbound,
+            &settings,
+            &card,
+            version,
+            None,
+            &script,
+            None,
+            &NoInbox,
+            &Quiet,
+            &Credentials::default(),
         )
         .await
         .expect("probe ran");

@@ -158,7 +158,7 @@ async fn main() -> anyhow::Result<()> {
         };
         state
             .store
-            .register_callee(&callee, &snapshot, &[event], &[], now)
+            .register_callee(&callee, &snapshot, &[event], &[], &[], now)
             .await?;
     }
     println!(

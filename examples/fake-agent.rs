@@ -40,6 +40,10 @@ struct Args {
     /// Offer v1.0 over gRPC (on the same port as the card) instead of JSON-RPC.
     #[arg(long)]
     grpc: bool,
+    /// Require `Authorization: Bearer <TOKEN>` on every A2A call (the card declares a
+    /// `bearer` scheme); give cardgate the token as the callee's credential.
+    #[arg(long, value_name = "TOKEN")]
+    bearer: Option<String>,
 }
 
 #[tokio::main]
@@ -64,6 +68,7 @@ async fn main() -> std::io::Result<()> {
         padding: args.padding_bytes,
         tenant: None,
         grpc: args.grpc,
+        bearer: args.bearer,
     };
     let agent = FakeAgent::start_on(&args.listen, config, args.behaviour).await?;
     println!(

@@ -12,12 +12,14 @@ use tokio::net::TcpListener;
 use crate::domain::time::SystemClock;
 use crate::http::{self, ApiContext, ApiState, HttpLimits};
 use crate::metrics::Metrics;
+use crate::remote::auth::TokenCache;
 use crate::remote::{Outbound, OutboundSettings};
 use crate::runtime::schedule::{self, ScheduleSettings, Ticks};
 use crate::runtime::worker::{self, WorkerSettings};
 use crate::runtime::{deliveries, feed};
 use crate::service::Services;
 use crate::service::callees::CardPolicy;
+use crate::service::credentials::SecretsKey;
 use crate::service::discovery::{Discovery, DiscoverySettings};
 use crate::service::probe::ProbeSettings;
 use crate::service::readmodel::ReadModel;
@@ -41,6 +43,8 @@ pub struct Settings {
     pub cards: CardPolicy,
     pub webhooks: WebhookSettings,
     pub transparency: TransparencySettings,
+    /// The key ring sealing callees' credentials (`CARDGATE_SECRETS_KEY_FILE`).
+    pub secrets_key_file: std::path::PathBuf,
     /// Whether `GET /metrics` answers (`CARDGATE_METRICS`).
     pub metrics: bool,
 }
@@ -48,9 +52,11 @@ pub struct Settings {
 impl Settings {
     /// Defaults for everything but the database.
     pub fn new(database: DatabaseTarget) -> Self {
+        let signing_key_file = TransparencySettings::default_key_file(&database);
         Self {
+            secrets_key_file: secrets_key_beside(&signing_key_file),
             listen: SocketAddr::from(([127, 0, 0, 1], 8080)),
-            database: database.clone(),
+            database,
             pool: PoolSettings::default(),
             http: HttpLimits::default(),
             auth: http::auth::AuthSettings::default(),
@@ -62,12 +68,20 @@ impl Settings {
             cards: CardPolicy::default(),
             webhooks: WebhookSettings::default(),
             transparency: TransparencySettings {
-                signing_key_file: TransparencySettings::default_key_file(&database),
+                signing_key_file,
                 origin: TransparencySettings::default_origin(None),
             },
             metrics: true,
         }
     }
+}
+
+/// The secrets key's default place: beside the signing key, in the same data directory.
+pub fn secrets_key_beside(signing_key_file: &std::path::Path) -> std::path::PathBuf {
+    signing_key_file
+        .parent()
+        .unwrap_or(std::path::Path::new("."))
+        .join("secrets-key")
 }
 
 /// A started (connected, migrated) service that has not begun listening.
@@ -99,6 +113,8 @@ impl App {
         }
         let transparency =
             Transparency::load(&settings.transparency).context("loading the signing key")?;
+        let secrets = SecretsKey::load_or_create(&settings.secrets_key_file)
+            .context("loading the secrets key")?;
         let metrics = Metrics::new();
         let outbound = Outbound::new(settings.outbound.clone())
             .context("building the HTTP client")?
@@ -129,6 +145,8 @@ impl App {
             view,
             webhooks: settings.webhooks.clone(),
             transparency,
+            secrets,
+            tokens: TokenCache::default(),
         };
         // Work cut short by a crash or shutdown: probes are aborted (they never promote) and
         // their jobs become claimable again. An SQLite file has one process by design, so

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use clap::Args;
 
-use crate::app::Settings;
+use crate::app::{Settings, secrets_key_beside};
 use crate::domain::callee::Backoff;
 use crate::domain::card::CardCaps;
 use crate::domain::webhook::RetryPolicy;
@@ -102,6 +102,12 @@ pub struct LedgerArgs {
     /// `cardgate.localhost/ledger`.
     #[arg(long, env = "CARDGATE_LEDGER_ORIGIN")]
     pub ledger_origin: Option<String>,
+
+    /// AES-256-GCM key ring sealing the credentials presented to callees, created (0600) on
+    /// first start. Unset: `secrets-key` beside the signing key. Every replica must use the
+    /// same file; `cardgate secrets-key rotate` replaces its key.
+    #[arg(long, env = "CARDGATE_SECRETS_KEY_FILE")]
+    pub secrets_key_file: Option<std::path::PathBuf>,
 }
 
 /// Access control.
@@ -298,8 +304,16 @@ impl ServeArgs {
             schedule: self.schedule.settings()?,
             cards: self.schedule.card_policy(),
             webhooks: self.webhooks.settings(),
+            secrets_key_file: self.secrets_key_file()?,
             transparency: self.transparency()?,
             metrics: self.metrics == Switch::On,
+        })
+    }
+
+    fn secrets_key_file(&self) -> anyhow::Result<std::path::PathBuf> {
+        Ok(match &self.ledger.secrets_key_file {
+            Some(path) => path.clone(),
+            None => secrets_key_beside(&self.transparency()?.signing_key_file),
         })
     }
 

@@ -47,6 +47,7 @@ async fn run(command: Command) -> anyhow::Result<ExitCode> {
         Command::Verify(args) => return Ok(cardgate::cli::verify::verify_receipt(args)),
         Command::VerifyLedger(args) => return Ok(cardgate::cli::verify::verify_ledger(args).await),
         Command::SigningKey(args) => cardgate::cli::verify::signing_key(args)?,
+        Command::SecretsKey(args) => cardgate::cli::keys::secrets_key(args).await?,
         Command::CanITrust(args) => return Ok(cardgate::cli::can_i_trust::run(args).await),
         Command::Openapi => {
             println!(

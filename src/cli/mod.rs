@@ -53,6 +53,8 @@ pub enum Command {
     VerifyLedger(verify::VerifyLedgerArgs),
     /// Show or rotate the key that signs checkpoints and receipts.
     SigningKey(verify::SigningKeyArgs),
+    /// Rotate the key that seals the credentials presented to callees.
+    SecretsKey(keys::SecretsKeyArgs),
     /// The CI gate: may a caller rely on this agent's lifecycle semantics? Asks a running
     /// registry; exit code 0: authoritative; 1: advisory; 2: no answer.
     CanITrust(can_i_trust::CanITrustArgs),

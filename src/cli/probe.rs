@@ -3,7 +3,7 @@
 //! stderr as it happens; the report (or `--json`) to stdout. Exit code 0 when every probed
 //! subject would be promoted, 1 when not, 2 on usage or fetch errors.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::io::Write;
 use std::net::SocketAddr;
 use std::process::ExitCode;
@@ -23,11 +23,13 @@ use crate::domain::binding::Binding;
 use crate::domain::callee::CardUrl;
 use crate::domain::capability::CapabilityOutcome;
 use crate::domain::card::{Assessment, NormalizedCard};
+use crate::domain::credential::Credential;
 use crate::domain::probe::PushDelivery;
 use crate::domain::probe::{FindingStatus, ProbeScript};
 use crate::domain::time;
 use crate::domain::version::ProtocolVersion;
 use crate::remote::Outbound;
+use crate::service::credentials;
 use crate::service::discovery::{Discovery, Fetch};
 use crate::service::probe::{self, InboxDelivery, ProbeSettings, Progress, PushInbox};
 
@@ -71,6 +73,12 @@ pub struct ProbeArgs {
     /// Also start a task with this text and cancel it.
     #[arg(long)]
     pub cancel_message: Option<String>,
+
+    /// Credentials for the card's security schemes: a JSON file mapping each scheme name to a
+    /// credential as `PUT /v1/callees/{id}/credentials/{scheme}` takes it, e.g.
+    /// `{"bearer": {"kind": "bearer", "token": "…"}}`. Keep it private: it holds secrets.
+    #[arg(long, value_name = "FILE")]
+    pub credentials: Option<std::path::PathBuf>,
 
     /// A JWKS file to pin instead of fetching the card's `jku`.
     #[arg(long, value_name = "FILE")]
@@ -152,6 +160,31 @@ async fn receive(
     }
 }
 
+/// The `--credentials` file, read and checked against the card's schemes.
+fn credentials_of(args: &ProbeArgs, card: &NormalizedCard) -> Result<probe::Credentials, String> {
+    let Some(path) = &args.credentials else {
+        return Ok(probe::Credentials::default());
+    };
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| format!("--credentials {}: {e}", path.display()))?;
+    // serde's messages name fields and types, never the values read.
+    let configured: BTreeMap<String, Credential> = serde_json::from_str(&text).map_err(|e| {
+        format!(
+            "--credentials {}: not a map of scheme names to credentials: {e}",
+            path.display()
+        )
+    })?;
+    for (scheme, credential) in &configured {
+        credentials::check(card, scheme, credential)
+            .map_err(|e| format!("--credentials, scheme `{scheme}`: {e}"))?;
+    }
+    Ok(probe::Credentials {
+        configured,
+        scope: "cli".into(),
+        ..probe::Credentials::default()
+    })
+}
+
 /// Runs the command; the exit code follows the module doc.
 pub async fn run(args: ProbeArgs) -> ExitCode {
     match run_inner(args).await {
@@ -181,6 +214,7 @@ async fn run_inner(args: ProbeArgs) -> Result<ExitCode, String> {
         return Ok(ExitCode::from(1));
     };
     let versions = versions_to_probe(&card, only)?;
+    let credentials = credentials_of(&args, &card)?;
 
     let webhook = Webhook::serve(&args).await?;
     let settings = ProbeSettings {
@@ -202,6 +236,7 @@ async fn run_inner(args: ProbeArgs) -> Result<ExitCode, String> {
             push,
             &webhook.inbox,
             &Stderr,
+            &credentials,
         )
         .await;
         if let Err(why) = &report {

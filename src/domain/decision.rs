@@ -81,6 +81,8 @@ pub struct ProbeFacts {
     /// Transitions that carried no (parseable) `status.timestamp`, e.g. `submitted (stream)`.
     pub untimestamped: Vec<String>,
     pub capabilities: BTreeMap<Capability, CapabilityOutcome>,
+    /// Credentials kept the probe from the callee: why (the lifecycle is then unknown).
+    pub unexercised: Option<String>,
 }
 
 /// The subject's folded ledger state and the ledger position it was folded up to.
@@ -312,6 +314,16 @@ fn lifecycle_probe(posture: &Posture, input: &DecisionInput) -> Condition {
             "no probe cycle has finished for this subject yet",
         );
     };
+    if let Some(why) = &probe.unexercised {
+        return cond(
+            ID,
+            Unknown,
+            format!(
+                "probe {} could not exercise the lifecycle: {why}",
+                probe.probe_run_id
+            ),
+        );
+    }
     if let Err(what) = &probe.lifecycle {
         return cond(
             ID,

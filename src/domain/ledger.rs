@@ -65,6 +65,10 @@ pub enum EventBody {
         start_seq: Option<i64>,
         passed: bool,
         failed_findings: Vec<String>,
+        /// Why the cycle could not exercise the callee at all (credentials missing or
+        /// refused): nothing it saw counts, for or against.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        not_exercised: Option<String>,
     },
     /// `card-trusted` (or `demoted`) → `lifecycle-trusted`, on a passing probe cycle.
     Promoted {

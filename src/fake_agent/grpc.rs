@@ -32,6 +32,23 @@ pub(super) fn service(shared: Arc<Shared>) -> A2aServiceServer<GrpcAgent> {
 type Events = Pin<Box<dyn Stream<Item = Result<StreamResponse, Status>> + Send>>;
 
 impl GrpcAgent {
+    /// `UNAUTHENTICATED` when the agent requires a bearer token the call lacks.
+    fn authorized<T>(&self, request: &Request<T>) -> Result<(), Status> {
+        let Some(token) = self.0.config.bearer.as_deref() else {
+            return Ok(());
+        };
+        let presented = request
+            .metadata()
+            .get("authorization")
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.strip_prefix("Bearer "));
+        if presented == Some(token) {
+            Ok(())
+        } else {
+            Err(Status::unauthenticated("a valid bearer token is required"))
+        }
+    }
+
     /// One unary call through the shared dispatcher.
     async fn unary<In, Out>(
         &self,
@@ -42,6 +59,7 @@ impl GrpcAgent {
         In: serde::Serialize,
         Out: serde::de::DeserializeOwned,
     {
+        self.authorized(&request)?;
         let params = params(&request)?;
         match call(self.0.clone(), method, &params, true).await {
             Reply::Result(value) => Ok(Response::new(message(value)?)),
@@ -57,6 +75,7 @@ impl GrpcAgent {
         method: &str,
         request: Request<In>,
     ) -> Result<Response<Events>, Status> {
+        self.authorized(&request)?;
         let params = params(&request)?;
         let events: Events = match call(self.0.clone(), method, &params, true).await {
             Reply::Events(rx) => Box::pin(tokio_stream_from(rx).filter_map(|item| async {

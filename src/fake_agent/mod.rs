@@ -2,6 +2,11 @@
 //! fake-agent`). It serves a signed card and speaks v1.0 and v0.3 JSON-RPC, or v1.0 gRPC
 //! ([`FakeAgentConfig::grpc`]), with streaming and push, and can be switched, at run time, into
 //! the broken behaviours the registry exists to catch. Not used by the service itself.
+//!
+//! What the first text part says steers a task: `need-input` asks for more input, `fail` ends
+//! it `failed`, `slow` (sent without blocking) keeps it `working` for a while, so that it can
+//! be canceled; anything else completes at once. [`FakeAgentConfig::bearer`] puts it behind a
+//! bearer token.
 
 mod grpc;
 
@@ -65,6 +70,11 @@ pub enum Behaviour {
     OffsetTimestamps,
 }
 
+/// How long a task whose text says `slow` stays `working` before it finishes, when sent
+/// without blocking: long enough that a CancelTask sent right after always finds it live
+/// (the cancel scenario), as the Python SDK agent's `slow` does.
+const SLOW_TASK: Duration = Duration::from_secs(2);
+
 /// How long `SlowAnswers` holds each call.
 pub const SLOW_ANSWER: Duration = Duration::from_secs(120);
 
@@ -95,6 +105,9 @@ pub struct FakeAgentConfig {
     /// Offer v1.0 over gRPC only (`GRPC` interface on the agent's origin, served on the same
     /// port as the card) instead of JSON-RPC.
     pub grpc: bool,
+    /// Require `Authorization: Bearer <token>` on every A2A call, HTTP and gRPC alike (401,
+    /// `UNAUTHENTICATED`); the card declares the scheme as `bearer`. The card stays public.
+    pub bearer: Option<String>,
 }
 
 impl Default for FakeAgentConfig {
@@ -110,6 +123,7 @@ impl Default for FakeAgentConfig {
             padding: 0,
             tenant: None,
             grpc: false,
+            bearer: None,
         }
     }
 }
@@ -360,6 +374,17 @@ fn build_card(
             "skills": [{"id": "echo", "name": "Echo", "description": "echoes", "tags": ["test"]}]
         })
     };
+    let mut card = card;
+    if config.bearer.is_some() {
+        if only_v03 {
+            card["securitySchemes"] = json!({"bearer": {"type": "http", "scheme": "bearer"}});
+            card["security"] = json!([{"bearer": []}]);
+        } else {
+            card["securitySchemes"] =
+                json!({"bearer": {"httpAuthSecurityScheme": {"scheme": "Bearer"}}});
+            card["securityRequirements"] = json!([{"schemes": {"bearer": {"list": []}}}]);
+        }
+    }
     if !config.sign {
         return card;
     }
@@ -380,6 +405,9 @@ async fn v1_handler(
     headers: HeaderMap,
     Json(req): Json<Value>,
 ) -> Response {
+    if let Some(refused) = unauthorized(&s, &headers) {
+        return refused;
+    }
     // v1.x interfaces; a missing header means 0.3 (A2A v1.0 §3.6.2).
     if !headers
         .get("a2a-version")
@@ -391,8 +419,29 @@ async fn v1_handler(
     dispatch(s, req, true).await
 }
 
-async fn v03_handler(State(s): State<Arc<Shared>>, Json(req): Json<Value>) -> Response {
+async fn v03_handler(
+    State(s): State<Arc<Shared>>,
+    headers: HeaderMap,
+    Json(req): Json<Value>,
+) -> Response {
+    if let Some(refused) = unauthorized(&s, &headers) {
+        return refused;
+    }
     dispatch(s, req, false).await
+}
+
+/// Whether a call lacks the bearer token the agent requires: its 401 if so.
+fn unauthorized(s: &Shared, headers: &HeaderMap) -> Option<Response> {
+    let token = s.config.bearer.as_deref()?;
+    let presented = headers
+        .get("authorization")
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "));
+    if presented == Some(token) {
+        return None;
+    }
+    let body = Json(json!({"error": {"code": 401, "message": "a valid bearer token is required"}}));
+    Some((StatusCode::UNAUTHORIZED, body).into_response())
 }
 
 fn rpc_error(req: &Value, code: i64, message: &str) -> Response {
@@ -466,9 +515,17 @@ async fn call(s: Arc<Shared>, method: &str, params: &Value, v1: bool) -> Reply {
                 }
                 let rest: Vec<Update> = rest.collect();
                 let (s2, id2) = (s.clone(), task_id.clone());
+                let delay = if params["message"]["parts"][0]["text"]
+                    .as_str()
+                    .is_some_and(|t| t.contains("slow"))
+                {
+                    SLOW_TASK.max(s.config.step_delay)
+                } else {
+                    s.config.step_delay
+                };
                 tokio::spawn(async move {
                     for u in rest {
-                        tokio::time::sleep(s2.config.step_delay).await;
+                        tokio::time::sleep(delay).await;
                         apply(&s2, &id2, &u, behaviour);
                         notify(&s2, &id2, &u).await;
                     }

@@ -1,5 +1,7 @@
 //! `/v1/callees`: registering and browsing callees.
 
+use std::collections::BTreeMap;
+
 use axum::Extension;
 use axum::extract::OriginalUri;
 use axum::extract::State;
@@ -13,6 +15,7 @@ use super::ApiState;
 use super::auth::Caller;
 use super::cards::SnapshotSummary;
 use super::closed::{FetchStatusView, RunStatusView};
+use super::credentials::{CredentialBody, credentials_of};
 use super::error::{ApiError, ErrorBody};
 use super::extract::{self, Json, Path, Query, page_size};
 use super::ledger::EventView;
@@ -45,6 +48,11 @@ pub struct CreateCallee {
     /// What the probe says to this callee; unset fields take neutral defaults.
     #[serde(default, deserialize_with = "extract::object_or_null")]
     pub probe: Option<ProbeScriptBody>,
+    /// Credentials for the card's security schemes, by scheme name (as
+    /// `PUT /v1/callees/{id}/credentials/{scheme}` takes them), stored with the callee. At
+    /// most 16.
+    #[serde(default, deserialize_with = "extract::object_or_null")]
+    pub credentials: Option<BTreeMap<String, CredentialBody>>,
 }
 
 /// The probe script: the texts cardgate sends.
@@ -334,7 +342,7 @@ impl From<CalleeDetail> for CalleeView {
         (status = 201, description = "Registered", body = CalleeView),
         (status = 400, description = "Malformed body, card URL or trusted_keys", body = ErrorBody),
         (status = 409, description = "The card URL is already registered", body = ErrorBody),
-        (status = 422, description = "The card cannot be fetched, parsed or verified", body = ErrorBody),
+        (status = 422, description = "The card cannot be fetched, parsed or verified, or a credential does not fit its scheme", body = ErrorBody),
     ))]
 pub async fn create_callee(
     State(app): State<ApiState>,
@@ -346,6 +354,7 @@ pub async fn create_callee(
         name: body.name,
         trusted_keys: body.trusted_keys.map(Jwks::into_value).transpose()?,
         probe: body.probe.map(Into::into),
+        credentials: credentials_of(body.credentials)?,
     };
     let detail = callees::register(&app.services, registration, &caller.actor()).await?;
     Ok((StatusCode::CREATED, Json(detail.into())))

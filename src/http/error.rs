@@ -165,6 +165,10 @@ impl From<ServiceError> for ApiError {
                 code: "url_refused",
                 message,
             },
+            ServiceError::Mismatch(message) => Self::Unprocessable {
+                code: "credential_mismatch",
+                message,
+            },
             ServiceError::TooLarge(m) => Self::PayloadTooLarge(m),
             ServiceError::Unavailable(cause) => {
                 tracing::warn!(error = ?cause, "the database is unavailable");

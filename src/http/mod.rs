@@ -28,6 +28,7 @@ pub(crate) mod callees;
 pub(crate) mod cards;
 pub(crate) mod closed;
 pub(crate) mod conditional;
+pub(crate) mod credentials;
 pub(crate) mod error;
 pub(crate) mod events;
 pub(crate) mod extract;
@@ -296,6 +297,11 @@ fn api() -> OpenApiRouter<ApiState> {
         .routes(routes!(callees::get_callee))
         .routes(routes!(callees::refresh_callee))
         .routes(routes!(callees::put_trusted_keys))
+        .routes(routes!(credentials::list_credentials))
+        .routes(routes!(
+            credentials::put_credential,
+            credentials::delete_credential
+        ))
         .routes(routes!(cards::list_cards))
         .routes(routes!(cards::get_card))
         .routes(routes!(probes::create_probe, probes::list_probes))

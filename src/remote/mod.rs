@@ -9,6 +9,7 @@
 //! request has connect and total deadlines; system proxies are ignored.
 
 pub mod a2a;
+pub mod auth;
 pub mod grpc;
 pub(crate) mod policy;
 pub mod sse;
@@ -25,6 +26,7 @@ use url::{Host, Url};
 pub use policy::NetworkPolicy;
 
 use crate::domain::card::same_origin;
+use crate::domain::credential::Secret;
 use crate::metrics::Metrics;
 
 /// How the outbound client is built.
@@ -119,9 +121,43 @@ pub struct Outbound {
     policy: Arc<NetworkPolicy>,
     max_redirects: usize,
     connect_timeout: Duration,
+    request_timeout: Duration,
     extra_roots_pem: Arc<Vec<u8>>,
     user_agent: String,
     metrics: Metrics,
+    /// The TLS client certificate this client presents (mutual TLS), PEM: certificate chain,
+    /// then private key. `None` for the shared client.
+    identity_pem: Option<Arc<Secret>>,
+}
+
+/// A reqwest client that resolves through the policy, follows no redirect by itself and
+/// ignores system proxies.
+fn build_client(
+    policy: &Arc<NetworkPolicy>,
+    extra_roots_pem: &[u8],
+    user_agent: &str,
+    (connect_timeout, request_timeout): (Duration, Duration),
+    identity: Option<reqwest::Identity>,
+) -> Result<reqwest::Client, reqwest::Error> {
+    let mut builder = reqwest::Client::builder();
+    if !extra_roots_pem.is_empty() {
+        for cert in reqwest::Certificate::from_pem_bundle(extra_roots_pem)? {
+            builder = builder.add_root_certificate(cert);
+        }
+    }
+    if let Some(identity) = identity {
+        builder = builder.identity(identity);
+    }
+    builder
+        .user_agent(user_agent)
+        .connect_timeout(connect_timeout)
+        .timeout(request_timeout)
+        .redirect(reqwest::redirect::Policy::none())
+        .no_proxy()
+        .dns_resolver(Arc::new(GuardedResolver {
+            policy: policy.clone(),
+        }))
+        .build()
 }
 
 /// A host whose every address the policy refuses.
@@ -204,30 +240,50 @@ async fn permitted_addresses(
 impl Outbound {
     pub fn new(settings: OutboundSettings) -> Result<Self, reqwest::Error> {
         let policy = Arc::new(settings.policy);
-        let mut builder = reqwest::Client::builder();
-        if !settings.extra_roots_pem.is_empty() {
-            for cert in reqwest::Certificate::from_pem_bundle(&settings.extra_roots_pem)? {
-                builder = builder.add_root_certificate(cert);
-            }
-        }
-        let client = builder
-            .user_agent(settings.user_agent.clone())
-            .connect_timeout(settings.connect_timeout)
-            .timeout(settings.request_timeout)
-            .redirect(reqwest::redirect::Policy::none())
-            .no_proxy()
-            .dns_resolver(Arc::new(GuardedResolver {
-                policy: policy.clone(),
-            }))
-            .build()?;
+        let extra_roots_pem = Arc::new(settings.extra_roots_pem);
+        let client = build_client(
+            &policy,
+            &extra_roots_pem,
+            &settings.user_agent,
+            (settings.connect_timeout, settings.request_timeout),
+            None,
+        )?;
         Ok(Self {
             client,
             policy,
             max_redirects: settings.max_redirects,
             connect_timeout: settings.connect_timeout,
-            extra_roots_pem: Arc::new(settings.extra_roots_pem),
+            request_timeout: settings.request_timeout,
+            extra_roots_pem,
             user_agent: settings.user_agent,
             metrics: Metrics::default(),
+            identity_pem: None,
+        })
+    }
+
+    /// The same guarded client, presenting a TLS client certificate (mutual TLS) on every
+    /// connection, over HTTP and gRPC alike. `identity_pem` holds the certificate chain and its
+    /// private key; why it is unusable when it is (never quoting it).
+    pub fn with_identity(&self, identity_pem: Secret) -> Result<Self, String> {
+        let identity =
+            reqwest::Identity::from_pem(identity_pem.expose().as_bytes()).map_err(|e| {
+                format!(
+                    "the client certificate or its private key is unusable: {}",
+                    innermost(&e)
+                )
+            })?;
+        let client = build_client(
+            &self.policy,
+            &self.extra_roots_pem,
+            &self.user_agent,
+            (self.connect_timeout, self.request_timeout),
+            Some(identity),
+        )
+        .map_err(|e| format!("the client certificate cannot be used: {}", innermost(&e)))?;
+        Ok(Self {
+            client,
+            identity_pem: Some(Arc::new(identity_pem)),
+            ..self.clone()
         })
     }
 

@@ -6,8 +6,10 @@
 
 pub(crate) mod attestations;
 pub(crate) mod callees;
+pub mod credentials;
 pub mod discovery;
 pub(crate) mod events;
+pub(crate) mod key_file;
 pub(crate) mod keys;
 pub mod ledger;
 pub mod probe;
@@ -56,6 +58,10 @@ pub struct Services {
     pub deliveries: Arc<Notify>,
     /// Signs checkpoints and receipts.
     pub transparency: Transparency,
+    /// Seals and opens the credentials presented to callees.
+    pub secrets: credentials::SecretsKey,
+    /// OAuth 2.0 tokens fetched for probes, shared by this process's probes.
+    pub tokens: crate::remote::auth::TokenCache,
 }
 
 impl Services {
@@ -122,6 +128,10 @@ pub enum ServiceError {
     /// A webhook URL the outbound policy refuses (a private address, say); nothing was stored.
     #[error("{0}")]
     Undeliverable(String),
+    /// A credential that does not fit the card's security scheme of that name (or names no
+    /// scheme the card declares); nothing was stored.
+    #[error("{0}")]
+    Mismatch(String),
     /// The input is over a size bound.
     #[error("{0}")]
     TooLarge(String),
@@ -151,6 +161,11 @@ pub enum Missing {
     ApiKey(ApiKeyId),
     Subscription(SubscriptionId),
     Delivery(SubscriptionId, DeliveryId),
+    /// No credential is set for this scheme.
+    Credential {
+        callee: CalleeId,
+        scheme: String,
+    },
     /// No running probe has this webhook token.
     PushToken,
     /// A row the store did not find, with nothing more known.
@@ -183,6 +198,9 @@ impl fmt::Display for Missing {
             Self::ApiKey(id) => write!(f, "no API key with id {id}"),
             Self::Subscription(id) => write!(f, "no subscription with id {id}"),
             Self::Delivery(sub, id) => write!(f, "subscription {sub} has no delivery {id}"),
+            Self::Credential { callee, scheme } => {
+                write!(f, "callee {callee} has no credential for scheme `{scheme}`")
+            }
             Self::PushToken => f.write_str("no running probe has this token"),
             Self::Record => f.write_str("not found"),
         }

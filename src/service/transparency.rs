@@ -5,7 +5,6 @@
 //! it. Everything it signs names the key by `kid`, and `/.well-known/jwks.json` lists the
 //! current and every retired key, so what an old key signed still verifies after a rotation.
 
-use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
@@ -14,8 +13,8 @@ use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
 use serde::Serialize;
 
-use super::ServiceError;
 use super::readmodel::ReadModel;
+use super::{ServiceError, key_file};
 use crate::domain::checkpoint::{self, Checkpoint};
 use crate::domain::merkle::{Hash, Plan, ProofError};
 use crate::domain::receipt::{RECEIPT_TYPE, ReceiptCheckpoint, ReceiptPayload};
@@ -63,54 +62,19 @@ impl TransparencySettings {
 /// Reads the key file, or creates it with a new key when it does not exist. Creation is
 /// exclusive: replicas starting together on a shared volume end up with the same key.
 pub fn load_or_create_key(path: &Path) -> anyhow::Result<KeyRing> {
-    match std::fs::read_to_string(path) {
-        Ok(text) => {
-            return KeyRing::from_pem(&text)
-                .with_context(|| format!("reading the signing key {}", path.display()));
-        }
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-        Err(e) => {
-            return Err(e).with_context(|| format!("reading the signing key {}", path.display()));
-        }
-    }
-    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-        std::fs::create_dir_all(dir)
-            .with_context(|| format!("creating the directory of {}", path.display()))?;
-    }
-    let ring = KeyRing::generate()?;
-    let mut options = std::fs::OpenOptions::new();
-    options.write(true).create_new(true);
-    #[cfg(unix)]
-    std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
-    match options.open(path) {
-        Ok(mut file) => {
-            file.write_all(ring.to_pem().as_bytes())
-                .and_then(|()| file.sync_all())
-                .with_context(|| format!("writing the signing key {}", path.display()))?;
-            tracing::info!(path = %path.display(), kid = %ring.current().kid, "created a signing key");
-            Ok(ring)
-        }
-        // Another process created it first: use theirs.
-        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => load_or_create_key(path),
-        Err(e) => Err(e).with_context(|| format!("creating the signing key {}", path.display())),
-    }
+    key_file::read_or_create(
+        path,
+        "signing key",
+        |text| Ok(KeyRing::from_pem(text)?),
+        || Ok(KeyRing::generate()?.to_pem()),
+    )
 }
 
 /// Replaces the key file's ring with a rotated one (a new current key; the old public keys
 /// stay listed). Replicas sign with the new key once restarted.
 pub fn rotate_key(path: &Path) -> anyhow::Result<KeyRing> {
     let ring = load_or_create_key(path)?.rotate()?;
-    let tmp = path.with_extension("pem.new");
-    let mut options = std::fs::OpenOptions::new();
-    options.write(true).create(true).truncate(true);
-    #[cfg(unix)]
-    std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
-    let mut file = options
-        .open(&tmp)
-        .with_context(|| format!("writing {}", tmp.display()))?;
-    file.write_all(ring.to_pem().as_bytes())?;
-    file.sync_all()?;
-    std::fs::rename(&tmp, path).with_context(|| format!("replacing {}", path.display()))?;
+    key_file::replace(path, &ring.to_pem())?;
     Ok(ring)
 }
 

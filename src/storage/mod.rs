@@ -19,6 +19,7 @@ use crate::domain::gate::GateError;
 mod attestations;
 mod callees;
 mod changes;
+mod credentials;
 mod jobs;
 mod keys;
 mod ledger;

@@ -11,6 +11,7 @@ use super::probes::QueueProbe;
 use super::{BeginWrite, Store, StoreError, dispatch};
 use crate::domain::callee::{Callee, FetchState};
 use crate::domain::card::{Assessment, CardSnapshot};
+use crate::domain::credential::StoredCredential;
 use crate::domain::gate::Subject;
 use crate::domain::ids::{CalleeId, JobId, SnapshotId};
 use crate::domain::job::Job;
@@ -108,20 +109,26 @@ pub struct RefreshRecord<'a> {
 }
 
 impl Store {
-    /// Registers a callee with its first (trusted) snapshot and the events that create its
-    /// subjects, all in one transaction: nothing is stored unless everything is.
+    /// Registers a callee with its first (trusted) snapshot, the events that create its
+    /// subjects and its credentials, all in one transaction: nothing is stored unless
+    /// everything is.
     pub async fn register_callee(
         &self,
         callee: &Callee,
         snapshot: &CardSnapshot,
         events: &[NewEvent],
         probes: &[(ProbeRun, Job)],
+        credentials: &[StoredCredential],
         now: Timestamp,
     ) -> Result<Vec<(EventRecord, Subject)>, StoreError> {
         dispatch!(self, |pool| {
             let mut tx = pool.begin_write().await?;
             insert_callee_query(callee).execute(&mut *tx).await?;
             insert_snapshot_query(snapshot).execute(&mut *tx).await?;
+            // Before the probes are queued: the first probe presents them.
+            for credential in credentials {
+                super::credentials::upsert!(tx, credential)?;
+            }
             sqlx::query(
                 "update callees set last_fetch_at = $2, last_fetch_status = 'fetched' where id = $1",
             )

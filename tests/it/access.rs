@@ -29,6 +29,13 @@ const MATRIX: &[(&str, &str, Need)] = &[
     ("GET", "/v1/callees/{id}", Need::Reader),
     ("POST", "/v1/callees/{id}/refresh", Need::Admin),
     ("PUT", "/v1/callees/{id}/trusted-keys", Need::Admin),
+    ("GET", "/v1/callees/{id}/credentials", Need::Admin),
+    ("PUT", "/v1/callees/{id}/credentials/{scheme}", Need::Admin),
+    (
+        "DELETE",
+        "/v1/callees/{id}/credentials/{scheme}",
+        Need::Admin,
+    ),
     ("GET", "/v1/callees/{id}/cards", Need::Reader),
     ("GET", "/v1/callees/{id}/cards/{snapshot_id}", Need::Reader),
     ("POST", "/v1/callees/{id}/probes", Need::Admin),
@@ -143,6 +150,7 @@ fn concrete(path: &str, ids: &Value) -> String {
         .replace("{snapshot_id}", ids["snapshot"].as_str().unwrap())
         .replace("{token}", "00ff")
         .replace("{version}", "1.0")
+        .replace("{scheme}", "bearer")
         .replace("{delivery_id}", ids["snapshot"].as_str().unwrap())
 }
 

@@ -13,7 +13,7 @@ pub(crate) async fn cardgate_probe(args: &[&str]) -> Output {
 }
 
 /// `cardgate probe` with more of its environment set.
-async fn cardgate_probe_with(args: &[&str], env: &[(&str, &str)]) -> Output {
+pub(crate) async fn cardgate_probe_with(args: &[&str], env: &[(&str, &str)]) -> Output {
     tokio::process::Command::new(env!("CARGO_BIN_EXE_cardgate"))
         .arg("probe")
         .args(args)

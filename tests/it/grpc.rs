@@ -61,7 +61,12 @@ async fn a_grpc_only_agent_is_promoted_and_its_exchanges_read_like_json_rpc(db: 
     for (cap, status) in [("streaming", "passed"), ("pushNotifications", "passed")] {
         assert_eq!(run["capabilities"][cap]["status"], status, "{run:#}");
     }
-    assert_eq!(finding(&run, "LC-CANCEL")["status"], "pass");
+    assert_eq!(
+        finding(&run, "LC-CANCEL")["status"],
+        "pass",
+        "{:#}",
+        finding(&run, "LC-CANCEL")
+    );
     assert_eq!(finding(&run, "LC-TIMESTAMP-FORMAT")["status"], "pass");
 
     // Evidence: each call named by its gRPC method, its messages as proto3 JSON, its status.

@@ -9,6 +9,7 @@ mod access;
 mod api;
 mod attestations;
 mod cli;
+mod credentials;
 mod discovery;
 mod docs;
 mod events;

@@ -22,17 +22,28 @@ pub(crate) struct Replica {
 /// and reads the address it bound from its log. Agents reach every replica's webhook through
 /// `public_url`: a front the test holds, since the replicas' ports are not known in advance.
 pub(crate) async fn spawn_replica(database_url: &str, public_url: &str, log: &str) -> Replica {
+    spawn_replica_logging(database_url, public_url, log, "warn,cardgate::app=info").await
+}
+
+/// [`spawn_replica`], logging at `rust_log`.
+pub(crate) async fn spawn_replica_logging(
+    database_url: &str,
+    public_url: &str,
+    log: &str,
+    rust_log: &str,
+) -> Replica {
+    let url = url::Url::parse(database_url).unwrap();
+    let database = url.path().trim_start_matches('/');
     let child = Command::new(env!("CARGO_BIN_EXE_cardgate"))
         .arg("serve")
         .env("DATABASE_URL", database_url)
         .env(
             "CARDGATE_SIGNING_KEY_FILE",
-            crate::support::postgres_key_file(
-                url::Url::parse(database_url)
-                    .unwrap()
-                    .path()
-                    .trim_start_matches('/'),
-            ),
+            crate::support::postgres_key_file(database),
+        )
+        .env(
+            "CARDGATE_SECRETS_KEY_FILE",
+            crate::support::postgres_secrets_file(database),
         )
         .env("CARDGATE_LISTEN", "127.0.0.1:0")
         .env("CARDGATE_PUBLIC_URL", public_url)
@@ -43,7 +54,7 @@ pub(crate) async fn spawn_replica(database_url: &str, public_url: &str, log: &st
         .env("CARDGATE_PUSH_BACKOFF_MS", "50")
         .env("CARDGATE_PROBE_DEADLINE_SECS", "20")
         .env("CARDGATE_ADMIN_TOKEN", crate::support::ADMIN_TOKEN)
-        .env("RUST_LOG", "warn,cardgate::app=info")
+        .env("RUST_LOG", rust_log)
         .stdout(Stdio::null())
         .stderr(
             std::fs::File::create(log)

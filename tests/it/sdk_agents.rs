@@ -467,7 +467,7 @@ async fn the_http_json_binding_is_spoken_where_a_card_offers_only_that() {
     use cardgate::domain::probe::ProbeScript;
     use cardgate::domain::version::ProtocolVersion;
     use cardgate::remote::{NetworkPolicy, Outbound, OutboundSettings};
-    use cardgate::service::probe::{ProbeSettings, probe_interface};
+    use cardgate::service::probe::{Credentials, ProbeSettings, probe_interface};
 
     let Some(agent) = SdkAgent::start(Sdk::Python, None).await else {
         return;
@@ -502,6 +502,7 @@ async fn the_http_json_binding_is_spoken_where_a_card_offers_only_that() {
         None,
         &NoInbox,
         &Quiet,
+        &Credentials::default(),
     )
     .await
     .unwrap();

@@ -704,6 +704,7 @@ fn passing_judgement() -> cardgate::domain::probe::Judgement {
             triggers: Vec::new(),
             lifecycle: Ok(()),
             untimestamped: Vec::new(),
+            unexercised: None,
         },
     }
 }

@@ -23,6 +23,7 @@ pub mod canonical;
 pub mod changes;
 pub mod parse;
 pub mod refresh;
+pub mod security;
 pub mod signature;
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -34,6 +35,7 @@ use super::capability::Capability;
 use super::version::ProtocolVersion;
 
 pub use parse::{CardError, parse_card};
+pub use security::CardSecurity;
 
 /// Which shape the card has (A2A a2a-protocol.md §1.2–1.4).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -136,6 +138,9 @@ pub struct NormalizedCard {
     pub default_output_modes: Vec<String>,
     /// Top-level fields the card carries that its generation's model does not know.
     pub legacy_fields: Vec<String>,
+    /// Its security schemes and requirements (none on cards stored before they were read).
+    #[serde(default, skip_serializing_if = "CardSecurity::is_empty")]
+    pub security: CardSecurity,
 }
 
 impl NormalizedCard {

@@ -86,6 +86,7 @@ pub fn parse_card(card: &Value) -> Result<NormalizedCard, CardError> {
         default_input_modes: string_list(obj, "defaultInputModes")?,
         default_output_modes: string_list(obj, "defaultOutputModes")?,
         legacy_fields,
+        security: super::security::card_security(obj),
     })
 }
 

@@ -28,6 +28,8 @@ pub struct JudgementFacts {
 pub struct VerdictFacts {
     pub lifecycle: Result<(), String>,
     pub untimestamped: Vec<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unexercised: Option<String>,
 }
 
 impl From<&Judgement> for JudgementFacts {
@@ -36,6 +38,7 @@ impl From<&Judgement> for JudgementFacts {
             verdict: VerdictFacts {
                 lifecycle: j.verdict.lifecycle.clone(),
                 untimestamped: j.verdict.untimestamped.clone(),
+                unexercised: j.verdict.unexercised.clone(),
             },
             capabilities: j.capabilities.clone(),
         }
@@ -51,6 +54,7 @@ impl JudgementFacts {
             lifecycle: self.verdict.lifecycle,
             untimestamped: self.verdict.untimestamped,
             capabilities: self.capabilities,
+            unexercised: self.verdict.unexercised,
         }
     }
 }

@@ -86,6 +86,7 @@ fn probe(
         lifecycle: lifecycle.map_err(str::to_string),
         untimestamped: untimestamped.iter().map(|s| s.to_string()).collect(),
         capabilities: caps.iter().cloned().collect(),
+        unexercised: None,
     }
 }
 
@@ -236,6 +237,17 @@ fn cases() -> Vec<(&'static str, Posture, Tweak, &'static str, ConditionStatus)>
             |i| i.probe.as_mut().unwrap().lifecycle = Err("two terminal states".into()),
             "lifecycle-probe",
             Fail,
+        ),
+        (
+            "a probe that credentials kept from the callee is unknown, not a failure",
+            strict(),
+            |i| {
+                let p = i.probe.as_mut().unwrap();
+                p.lifecycle = Err("PROBE-AUTH: the agent answered HTTP 401".into());
+                p.unexercised = Some("the agent answered HTTP 401".into());
+            },
+            "lifecycle-probe",
+            Unknown,
         ),
         (
             "missing timestamp fails a timestamp-dedup caller",

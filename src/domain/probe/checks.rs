@@ -9,8 +9,9 @@ use std::collections::{BTreeMap, BTreeSet};
 use super::events::is_utc_z;
 use super::rule::Rule;
 use super::{
-    Channel, EndedCancel, EndedResubscribe, Finding, FindingStatus, Judgement, Level, Observations,
-    PushRun, Source, Spelling, StreamEnd, StreamRun, TaskRole, TaskState, Transition, Verdict,
+    AccessBlock, Channel, EndedCancel, EndedResubscribe, Finding, FindingStatus, Judgement, Level,
+    Observations, PushRun, Source, Spelling, StreamEnd, StreamRun, TaskRole, TaskState, Transition,
+    Verdict,
 };
 use crate::domain::capability::Capability;
 use crate::domain::capability::CapabilityOutcome;
@@ -24,12 +25,16 @@ pub fn evaluate(
     version: ProtocolVersion,
     advertised: &BTreeSet<Capability>,
 ) -> Judgement {
+    if let Some(block) = &obs.access.blocked {
+        return unexercised(block, version, advertised);
+    }
     let lifecycle: Vec<&Transition> = obs
         .transitions
         .iter()
         .filter(|t| t.role == TaskRole::Lifecycle)
         .collect();
     let mut findings = vec![
+        auth(obs),
         task_created(obs),
         full_lifecycle(obs, &lifecycle),
         timestamps(obs),
@@ -85,6 +90,86 @@ pub fn evaluate(
         findings,
         capabilities,
         verdict,
+    }
+}
+
+/// The judgement of a cycle that credentials kept from the callee: `PROBE-AUTH` says why
+/// (a failure when credentials were refused, not-exercised when none are configured), and
+/// every other rule and advertised capability is not-exercised with that reason. Nothing
+/// fails, so nothing demotes; nothing passes, so nothing promotes.
+fn unexercised(
+    block: &AccessBlock,
+    version: ProtocolVersion,
+    advertised: &BTreeSet<Capability>,
+) -> Judgement {
+    let reason = block.reason().to_string();
+    let auth_status = match block {
+        AccessBlock::Missing { .. } => NotExercised,
+        AccessBlock::Refused { .. } => Fail,
+    };
+    let because = format!("not exercised: {reason}");
+    let mut findings = vec![finding(Rule::Auth, auth_status, reason.clone())];
+    let mut capabilities = BTreeMap::new();
+    for rule in Rule::ALL {
+        let capability = match rule {
+            Rule::Auth => continue,
+            Rule::Streaming => Some(Capability::Streaming),
+            Rule::Push => Some(Capability::PushNotifications),
+            Rule::History => Some(Capability::StateTransitionHistory),
+            _ => None,
+        };
+        match capability {
+            Some(cap) if advertised.contains(&cap) => {
+                capabilities.insert(
+                    cap,
+                    CapabilityOutcome::NotExercised {
+                        reason: because.clone(),
+                    },
+                );
+            }
+            Some(cap) => {
+                if cap != Capability::StateTransitionHistory || version.is_pre_1_0() {
+                    capabilities.insert(cap, CapabilityOutcome::NotAdvertised);
+                }
+                continue;
+            }
+            None => {}
+        }
+        findings.push(finding_at(
+            rule,
+            rule.level_at(version),
+            NotExercised,
+            because.clone(),
+        ));
+    }
+    let verdict = Verdict {
+        passed: false,
+        reasons: vec![format!("{}: {reason}", Rule::Auth)],
+        triggers: Vec::new(),
+        lifecycle: Err(format!("{}: {reason}", Rule::Auth)),
+        untimestamped: Vec::new(),
+        unexercised: Some(reason),
+    };
+    Judgement {
+        findings,
+        capabilities,
+        verdict,
+    }
+}
+
+/// `PROBE-AUTH` of a cycle that reached the callee: what it presented, if anything.
+fn auth(obs: &Observations) -> Finding {
+    match &obs.access.presented {
+        Some(presented) => finding(
+            Rule::Auth,
+            Pass,
+            format!("{presented}; the agent accepted them"),
+        ),
+        None => finding(
+            Rule::Auth,
+            Pass,
+            "the card requires no credentials, and the agent answered without",
+        ),
     }
 }
 
@@ -1308,6 +1393,7 @@ fn verdict(findings: &[Finding], obs: &Observations) -> Verdict {
         triggers,
         lifecycle,
         untimestamped: untimestamped(obs),
+        unexercised: None,
     }
 }
 

@@ -387,6 +387,43 @@ pub struct Observations {
     /// ended within the cycle (or the cycle predates the terminal-discipline probe).
     #[serde(default)]
     pub after_end: Option<AfterEnd>,
+    /// How the probe authenticated, and whether credentials stopped it.
+    #[serde(default, skip_serializing_if = "Access::is_anonymous")]
+    pub access: Access,
+}
+
+/// How a cycle authenticated to the callee (scheme names only, never a secret).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Access {
+    /// What was presented: which schemes, for which of the card's requirements.
+    pub presented: Option<String>,
+    /// Why the cycle could not exercise the callee, when credentials stopped it.
+    pub blocked: Option<AccessBlock>,
+}
+
+impl Access {
+    pub fn is_anonymous(&self) -> bool {
+        self.presented.is_none() && self.blocked.is_none()
+    }
+}
+
+/// Credentials stopped the cycle: a 401 or 403 is never lifecycle evidence
+/// (docs/trust-model.md, "Gate states").
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "kebab-case")]
+pub enum AccessBlock {
+    /// The card requires credentials that are not configured; nothing was sent.
+    Missing { reason: String },
+    /// The agent, or the authorization server, refused the credentials presented.
+    Refused { reason: String },
+}
+
+impl AccessBlock {
+    pub fn reason(&self) -> &str {
+        match self {
+            AccessBlock::Missing { reason } | AccessBlock::Refused { reason } => reason,
+        }
+    }
 }
 
 /// The terminal-discipline probe (docs/trust-model.md, rule 3: a terminal state must stay
@@ -493,6 +530,10 @@ pub struct Verdict {
     pub lifecycle: Result<(), String>,
     /// Transitions without a usable `status.timestamp`, labelled.
     pub untimestamped: Vec<String>,
+    /// Credentials kept the cycle from exercising the callee: why. Decisions then know
+    /// nothing of its lifecycle (`unknown`), which is not a failure.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unexercised: Option<String>,
 }
 
 /// Findings, capability results and verdict of one cycle.

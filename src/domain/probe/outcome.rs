@@ -27,6 +27,7 @@ pub fn ledger_events(
         start_seq: start.head_seq,
         passed: judgement.verdict.passed,
         failed_findings: failed,
+        not_exercised: judgement.verdict.unexercised.clone(),
     }];
     let promotable = match state.gate {
         GateState::CardTrusted => true,
@@ -81,6 +82,7 @@ mod tests {
                 triggers: triggers.iter().map(|c| (*c, "x".to_string())).collect(),
                 lifecycle: Ok(()),
                 untimestamped: Vec::new(),
+                unexercised: None,
             },
         }
     }

@@ -11,6 +11,8 @@ use crate::domain::version::ProtocolVersion;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 pub enum Rule {
+    #[serde(rename = "PROBE-AUTH")]
+    Auth,
     #[serde(rename = "LC-TASK-CREATED")]
     TaskCreated,
     #[serde(rename = "LC-FULL-LIFECYCLE")]
@@ -57,7 +59,8 @@ pub enum Rule {
 
 impl Rule {
     /// Every rule, in the order a cycle reports them (capabilities last).
-    pub const ALL: [Rule; 21] = [
+    pub const ALL: [Rule; 22] = [
+        Rule::Auth,
         Rule::TaskCreated,
         Rule::FullLifecycle,
         Rule::Timestamps,
@@ -83,6 +86,7 @@ impl Rule {
 
     pub fn code(self) -> &'static str {
         match self {
+            Rule::Auth => "PROBE-AUTH",
             Rule::TaskCreated => "LC-TASK-CREATED",
             Rule::FullLifecycle => "LC-FULL-LIFECYCLE",
             Rule::Timestamps => "LC-TIMESTAMPS",
@@ -135,7 +139,8 @@ impl Rule {
             | Rule::WireVersion
             | Rule::Cancel
             | Rule::Transcript => Level::Should,
-            Rule::FullLifecycle
+            Rule::Auth
+            | Rule::FullLifecycle
             | Rule::Timestamps
             | Rule::TerminalNoTimestamp
             | Rule::TimestampOrder
@@ -162,6 +167,9 @@ impl Rule {
     /// What the rule checks, in a line.
     pub fn summary(self) -> &'static str {
         match self {
+            Rule::Auth => {
+                "the probe presents the credentials the card requires, and the agent accepts them"
+            }
             Rule::TaskCreated => "the first message creates a task",
             Rule::FullLifecycle => "the task goes submitted → working → terminal",
             Rule::Timestamps => "every transition carries a `status.timestamp` naming an instant",

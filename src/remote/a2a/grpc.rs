@@ -28,13 +28,13 @@ impl GrpcBinding {
             let call = ctx.transcript.skip();
             return (call, Answer::Broken("a stream is not a unary call".into()));
         };
-        let (call, started, channel) = match self.open(ctx, step, method.name(), &params) {
+        let (call, started, channel) = match self.open(ctx, step, method.name(), &params).await {
             Ok(opened) => opened,
             Err((call, answer)) => return (call, answer),
         };
         let max = ctx.limits.max_body;
         match tokio::time::timeout(ctx.timeout, channel.unary(method, &params, max)).await {
-            Ok(reply) => (call, finish(ctx, call, started, reply)),
+            Ok(reply) => (call, finish(ctx, (op, call), started, reply)),
             Err(_) => (call, timed_out(ctx, call, started)),
         }
     }
@@ -53,7 +53,7 @@ impl GrpcBinding {
             let call = ctx.transcript.skip();
             return Streamed::plain(call, Answer::Broken("a unary call is not a stream".into()));
         };
-        let (call, started, channel) = match self.open(ctx, step, kind.name(), &params) {
+        let (call, started, channel) = match self.open(ctx, step, kind.name(), &params).await {
             Ok(opened) => opened,
             Err((call, answer)) => return Streamed::plain(call, answer),
         };
@@ -64,7 +64,7 @@ impl GrpcBinding {
         .await;
         match opened {
             Err(_) => Streamed::plain(call, timed_out(ctx, call, started)),
-            Ok(Err(reply)) => Streamed::plain(call, finish(ctx, call, started, reply)),
+            Ok(Err(reply)) => Streamed::plain(call, finish(ctx, (op, call), started, reply)),
             Ok(Ok((events, status))) => {
                 let content_type = status.metadata.get("content-type").cloned();
                 let ended = Ended {
@@ -87,9 +87,9 @@ impl GrpcBinding {
         }
     }
 
-    /// Records a new exchange for `method` and hands out the channel, or answers at once when
-    /// there is none.
-    fn open(
+    /// Records a new exchange for `method` and hands out the channel with the credentials on
+    /// it, or answers at once when there is none or the credentials cannot be presented.
+    async fn open(
         &self,
         ctx: &mut Ctx<'_>,
         step: &str,
@@ -101,14 +101,26 @@ impl GrpcBinding {
             .transcript
             .open(step, name, self.url.to_string(), Some(params));
         let started = Instant::now();
-        match &self.channel {
-            Ok(channel) => Ok((call, started, channel)),
-            Err(e) => {
-                ctx.transcript
-                    .finish(call, started, Ended::failed(e.clone()));
-                Err((call, Answer::Broken(e.clone())))
+        let fail = |ctx: &mut Ctx<'_>, e: String| {
+            ctx.transcript
+                .finish(call, started, Ended::failed(e.clone()));
+            (call, Answer::Broken(e))
+        };
+        let channel = match &self.channel {
+            Ok(channel) => channel,
+            Err(e) => return Err(fail(ctx, e.clone())),
+        };
+        if let Some(auth) = ctx.auth {
+            let presented = match auth.metadata(ctx.outbound).await {
+                Ok(pairs) => channel.set_credentials(&pairs),
+                Err(e) => Err(e),
+            };
+            if let Err(e) = presented {
+                ctx.refuse(e.clone());
+                return Err(fail(ctx, e));
             }
         }
+        Ok((call, started, channel))
     }
 }
 
@@ -147,7 +159,7 @@ fn stream_kind(op: &Op) -> Option<StreamKind> {
 }
 
 /// Records how a gRPC call ended and turns it into the probe's answer.
-fn finish(ctx: &mut Ctx<'_>, call: u32, started: Instant, reply: Reply) -> Answer {
+fn finish(ctx: &mut Ctx<'_>, (op, call): (&Op, u32), started: Instant, reply: Reply) -> Answer {
     match reply {
         Reply::Message(body, status) => {
             let ended = Ended {
@@ -170,6 +182,17 @@ fn finish(ctx: &mut Ctx<'_>, call: u32, started: Instant, reply: Reply) -> Answe
                 message: format!("gRPC {}{reason}: {}", status.status, status.message),
             };
             let error = format!("gRPC status {} {}", status.status, status.message);
+            if matches!(
+                tonic::Code::from_i32(status.code),
+                tonic::Code::Unauthenticated | tonic::Code::PermissionDenied
+            ) {
+                ctx.refuse(format!(
+                    "the agent answered gRPC {} to {}: {}",
+                    status.status,
+                    op.name(),
+                    status.message.chars().take(200).collect::<String>()
+                ));
+            }
             ctx.transcript.finish(call, started, Ended::failed(error));
             ctx.transcript.set_grpc_status(call, status);
             answer

@@ -10,8 +10,9 @@ use url::Url;
 use super::dialect::Dialect;
 use super::transcript::Ended;
 use super::{Answer, Ctx, EventReader, Op, Streamed, jsonrpc, rest};
+use crate::remote::auth::{Authenticator, identity_refused};
 use crate::remote::sse::{Frame, SseLimits, SseReader};
-use crate::remote::{FetchError, read_capped};
+use crate::remote::{FetchError, Outbound, read_capped};
 
 /// How the binding frames operations over HTTP.
 #[derive(Debug, Clone, Copy)]
@@ -41,21 +42,23 @@ impl HttpTransport {
             Err(answer) => return answer,
         };
         let started = Instant::now();
-        let (outbound, max_body) = (ctx.outbound, ctx.limits.max_body);
+        let (outbound, auth, max_body) = (ctx.outbound, ctx.auth, ctx.limits.max_body);
         let result = tokio::time::timeout(ctx.timeout, async {
-            let response = outbound.send(request).await.map_err(|e| e.to_string())?;
+            let response = send_authorized(outbound, auth, request).await?;
             let status = response.status().as_u16();
             let content_type = content_type(response.headers());
             let body = read_capped(response, max_body)
                 .await
-                .map_err(|e| e.to_string())?;
-            Ok::<_, String>((status, content_type, body))
+                .map_err(|e| Unsent::Failed(e.to_string()))?;
+            Ok::<_, Unsent>((status, content_type, body))
         })
         .await
-        .unwrap_or_else(|_| Err(ctx.no_answer()));
+        .unwrap_or_else(|_| Err(Unsent::Failed(ctx.no_answer())));
+        let result = result.map_err(|unsent| unsent.noted(ctx));
         match result {
             Ok((status, content_type, body)) => {
                 let body = body_value(&body);
+                ctx.check_status(op, status, &body);
                 let answer = self.answer(status, &body);
                 let ended = Ended {
                     status: Some(status),
@@ -92,12 +95,12 @@ impl HttpTransport {
         let sent = self
             .send_timed(ctx, request.header(ACCEPT, "text/event-stream"))
             .await;
-        let response = match sent {
+        let response = match sent.map_err(|unsent| unsent.noted(ctx)) {
             Ok(r) => r,
             Err(e) => {
                 ctx.transcript
-                    .finish(call, started, Ended::failed(e.to_string()));
-                return Streamed::plain(call, Answer::Broken(e.to_string()));
+                    .finish(call, started, Ended::failed(e.clone()));
+                return Streamed::plain(call, Answer::Broken(e));
             }
         };
         let status = response.status().as_u16();
@@ -107,7 +110,7 @@ impl HttpTransport {
             .is_some_and(|c| c.starts_with("text/event-stream"));
         if status != 200 || !event_stream {
             return self
-                .plain_answer(ctx, call, started, status, content_type, response)
+                .plain_answer(ctx, (op, call), started, status, content_type, response)
                 .await;
         }
         let ended = Ended {
@@ -199,20 +202,26 @@ impl HttpTransport {
         Ok((call, request))
     }
 
-    /// Sends `request`, bounded by the call timeout.
+    /// Sends `request` with the credentials, bounded by the call timeout.
     async fn send_timed(
         &self,
         ctx: &Ctx<'_>,
         request: reqwest::RequestBuilder,
-    ) -> Result<reqwest::Response, FetchError> {
-        tokio::time::timeout(ctx.timeout, ctx.outbound.send(request))
-            .await
-            .unwrap_or_else(|_| {
-                Err(FetchError::Timeout {
+    ) -> Result<reqwest::Response, Unsent> {
+        tokio::time::timeout(
+            ctx.timeout,
+            send_authorized(ctx.outbound, ctx.auth, request),
+        )
+        .await
+        .unwrap_or_else(|_| {
+            Err(Unsent::Failed(
+                FetchError::Timeout {
                     url: self.url.to_string(),
                     secs: ctx.timeout.as_secs(),
-                })
-            })
+                }
+                .to_string(),
+            ))
+        })
     }
 
     /// A streaming call answered with something other than an event stream: its body, read
@@ -220,7 +229,7 @@ impl HttpTransport {
     async fn plain_answer(
         &self,
         ctx: &mut Ctx<'_>,
-        call: u32,
+        (op, call): (&Op, u32),
         started: Instant,
         status: u16,
         content_type: Option<String>,
@@ -231,6 +240,7 @@ impl HttpTransport {
         let (answer, ended) = match read {
             Ok(Ok(b)) => {
                 let body = body_value(&b);
+                ctx.check_status(op, status, &body);
                 let answer = self.answer(status, &body);
                 (
                     answer,
@@ -257,6 +267,69 @@ impl HttpTransport {
             content_type,
             answer,
         }
+    }
+}
+
+/// Why a request got no response.
+enum Unsent {
+    /// The credentials could not be presented (a token endpoint refused the client, say).
+    Refused(String),
+    /// The transport failed or the call ran out of time.
+    Failed(String),
+}
+
+impl Unsent {
+    /// The message, with a refusal noted on the context.
+    fn noted(self, ctx: &mut Ctx<'_>) -> String {
+        match self {
+            Unsent::Refused(why) => {
+                ctx.refuse(why.clone());
+                why
+            }
+            Unsent::Failed(why) => why,
+        }
+    }
+}
+
+/// Sends `request` with the credentials on it; after a 401, once more with renewed tokens
+/// when there are tokens to renew (an OAuth token revoked or expired early).
+async fn send_authorized(
+    outbound: &Outbound,
+    auth: Option<&Authenticator>,
+    request: reqwest::RequestBuilder,
+) -> Result<reqwest::Response, Unsent> {
+    let Some(auth) = auth else {
+        return outbound
+            .send(request)
+            .await
+            .map_err(|e| Unsent::Failed(e.to_string()));
+    };
+    // A TLS alert about the client certificate is mutual TLS saying no.
+    let failed = |e: FetchError| {
+        let text = e.to_string();
+        if auth.identity().is_some() && identity_refused(&text) {
+            Unsent::Refused(format!(
+                "the agent refused the TLS client certificate: {text}"
+            ))
+        } else {
+            Unsent::Failed(text)
+        }
+    };
+    let retry = request.try_clone();
+    let first = auth
+        .authorize(outbound, request)
+        .await
+        .map_err(Unsent::Refused)?;
+    let response = outbound.send(first).await.map_err(failed)?;
+    match retry {
+        Some(retry) if response.status() == 401 && auth.renew() => {
+            let again = auth
+                .authorize(outbound, retry)
+                .await
+                .map_err(Unsent::Refused)?;
+            outbound.send(again).await.map_err(failed)
+        }
+        _ => Ok(response),
     }
 }
 

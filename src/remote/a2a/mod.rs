@@ -16,6 +16,7 @@ mod jsonrpc;
 mod rest;
 mod transcript;
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use serde::Serialize;
@@ -30,6 +31,7 @@ use self::grpc::GrpcBinding;
 use self::http::{Framing, HttpTransport};
 use self::transcript::Transcript;
 use super::Outbound;
+use super::auth::Authenticator;
 use super::grpc::{GrpcEvents, GrpcTransport, StreamBounds};
 use super::sse::{Frame, SseReader, StreamStop};
 use crate::domain::binding::Binding;
@@ -188,6 +190,35 @@ enum Op {
     Subscribe(String),
 }
 
+impl Op {
+    /// The operation's v1.0 name, for messages.
+    fn name(&self) -> &'static str {
+        match self {
+            Op::Send => "SendMessage",
+            Op::Stream => "SendStreamingMessage",
+            Op::Get(..) => "GetTask",
+            Op::Cancel(_) => "CancelTask",
+            Op::SetPush(_) => "CreateTaskPushNotificationConfig",
+            Op::Subscribe(_) => "SubscribeToTask",
+        }
+    }
+}
+
+/// What an error body says, as `: <message>` (bounded), or nothing.
+fn agent_words(body: &Value) -> String {
+    let said = body
+        .pointer("/error/message")
+        .or_else(|| body.get("message"))
+        .or_else(|| body.get("error").filter(|e| e.is_string()))
+        .or_else(|| body.get("detail"))
+        .or_else(|| body.get("raw"))
+        .and_then(Value::as_str)
+        .map(str::trim)
+        .filter(|s| !s.is_empty());
+    said.map(|s| format!(": {}", s.chars().take(200).collect::<String>()))
+        .unwrap_or_default()
+}
+
 /// The `ErrorInfo` reason of `TaskNotCancelableError` on the bindings that carry one.
 const NOT_CANCELABLE_REASON: &str = "(TASK_NOT_CANCELABLE)";
 
@@ -204,9 +235,33 @@ struct Ctx<'a> {
     limits: &'a CallLimits,
     /// This call's timeout: its own, cut to what is left of the cycle's deadline.
     timeout: Duration,
+    /// The credentials every call presents, if the card asks for any.
+    auth: Option<&'a Authenticator>,
+    /// Set once the callee (or its authorization server) refuses the credentials.
+    refused: &'a mut Option<String>,
 }
 
 impl Ctx<'_> {
+    /// Records that the credentials were refused (the first reason is kept): every later call
+    /// is skipped, and the cycle's evidence counts for nothing.
+    fn refuse(&mut self, reason: String) {
+        if self.refused.is_none() {
+            *self.refused = Some(reason);
+        }
+    }
+
+    /// Notes an HTTP 401 or 403: the credentials (or their absence) were refused, with the
+    /// agent's own words when its body has any.
+    fn check_status(&mut self, op: &Op, status: u16, body: &Value) {
+        if status == 401 || status == 403 {
+            self.refuse(format!(
+                "the agent answered HTTP {status} to {}{}",
+                op.name(),
+                agent_words(body)
+            ));
+        }
+    }
+
     /// Why a call that timed out has no answer.
     fn no_answer(&self) -> String {
         if self.timeout < self.limits.timeout {
@@ -225,6 +280,8 @@ pub struct A2aClient {
     transcript: Transcript,
     /// No call runs past this (the probe cycle's deadline), whatever `limits.timeout` says.
     deadline: Option<Instant>,
+    auth: Option<Arc<Authenticator>>,
+    refused: Option<String>,
 }
 
 impl A2aClient {
@@ -258,7 +315,23 @@ impl A2aClient {
             transcript: Transcript::new(limits.transcript_exchanges, limits.transcript_bytes),
             limits,
             deadline: None,
+            auth: None,
+            refused: None,
         }
+    }
+
+    /// Presents `auth`'s credentials on every call. (Its TLS client certificate, if any, is
+    /// the `outbound` client's: see [`Outbound::with_identity`].)
+    pub fn with_auth(mut self, auth: Arc<Authenticator>) -> Self {
+        self.auth = Some(auth);
+        self
+    }
+
+    /// Why the callee or its authorization server refused the credentials, once one did
+    /// (HTTP 401/403, gRPC UNAUTHENTICATED/PERMISSION_DENIED, a token endpoint's refusal).
+    /// From then on no call is sent.
+    pub fn refused(&self) -> Option<&str> {
+        self.refused.as_deref()
     }
 
     pub fn wire(&self) -> Wire {
@@ -384,6 +457,9 @@ impl A2aClient {
     }
 
     async fn call(&mut self, step: &str, op: Op, params: Value) -> (u32, Answer) {
+        if let Some(skipped) = self.skipped() {
+            return skipped;
+        }
         let (transport, mut ctx) = self.parts();
         match transport {
             Transport::Http(http) => http.call(&mut ctx, step, &op, params).await,
@@ -398,6 +474,9 @@ impl A2aClient {
         params: Value,
         deadline: Instant,
     ) -> Streamed {
+        if let Some((call, answer)) = self.skipped() {
+            return Streamed::plain(call, answer);
+        }
         let (transport, mut ctx) = self.parts();
         match transport {
             Transport::Http(http) => {
@@ -411,6 +490,13 @@ impl A2aClient {
         }
     }
 
+    /// A call not sent because the credentials were already refused: numbered, not recorded.
+    fn skipped(&mut self) -> Option<(u32, Answer)> {
+        let why = self.refused.as_ref()?;
+        let answer = Answer::Broken(format!("not sent: {why}"));
+        Some((self.transcript.skip(), answer))
+    }
+
     /// The transport, and what it needs of the client for the next call.
     fn parts(&mut self) -> (&Transport, Ctx<'_>) {
         let timeout = self.call_timeout();
@@ -419,6 +505,8 @@ impl A2aClient {
             outbound: &self.outbound,
             limits: &self.limits,
             timeout,
+            auth: self.auth.as_deref(),
+            refused: &mut self.refused,
         };
         (&self.transport, ctx)
     }

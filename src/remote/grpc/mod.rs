@@ -22,7 +22,7 @@ use serde_json::Value;
 use tokio::net::TcpStream;
 use tokio::time::Instant;
 use tonic::codec::CompressionEncoding;
-use tonic::metadata::{KeyAndValueRef, MetadataMap, MetadataValue};
+use tonic::metadata::{AsciiMetadataKey, KeyAndValueRef, MetadataMap, MetadataValue};
 use tonic::transport::{Channel, ClientTlsConfig, Endpoint, Uri};
 use url::Url;
 
@@ -32,6 +32,7 @@ pub use timestamp::Timestamp;
 
 use super::sse::{Frame, StreamStop};
 use super::{FetchError, NetworkPolicy, Outbound, permitted_addresses};
+use crate::domain::credential::Secret;
 use crate::domain::time;
 use crate::metrics::Metrics;
 
@@ -187,6 +188,9 @@ pub enum Reply {
     Unsendable(String),
 }
 
+/// One credential's gRPC metadata entry.
+type MetadataPair = (AsciiMetadataKey, MetadataValue<tonic::metadata::Ascii>);
+
 /// A connection to one interface: a lazily connected HTTP/2 channel behind the guard.
 #[derive(Clone)]
 pub struct GrpcTransport {
@@ -194,6 +198,9 @@ pub struct GrpcTransport {
     metrics: Metrics,
     /// Sent as `a2a-version` metadata on every call (A2A §10.2).
     version: MetadataValue<tonic::metadata::Ascii>,
+    /// Credentials sent as metadata on every call (an `authorization` bearer token, an API
+    /// key), set before each call since an OAuth token may be renewed between calls.
+    credentials: Arc<std::sync::Mutex<Vec<MetadataPair>>>,
 }
 
 impl GrpcTransport {
@@ -227,6 +234,12 @@ impl GrpcTransport {
                     outbound.extra_roots_pem.as_slice(),
                 ));
             }
+            if let Some(pem) = &outbound.identity_pem {
+                // tonic reads the certificate chain and the key from one PEM text each; both
+                // blocks in each is what rustls' PEM reader accepts.
+                let pem = pem.expose().as_bytes();
+                tls = tls.identity(tonic::transport::Identity::from_pem(pem, pem));
+            }
             endpoint = endpoint.tls_config(tls).map_err(|e| invalid(&e))?;
         }
         let connector = GuardedConnector {
@@ -239,7 +252,23 @@ impl GrpcTransport {
             metrics: outbound.metrics.clone(),
             version: MetadataValue::try_from(version)
                 .unwrap_or_else(|_| MetadataValue::from_static("1.0")),
+            credentials: Arc::default(),
         })
+    }
+
+    /// The credential metadata every later call carries (header names, lowercase).
+    pub fn set_credentials(&self, pairs: &[(String, Secret)]) -> Result<(), String> {
+        let mut parsed = Vec::with_capacity(pairs.len());
+        for (name, value) in pairs {
+            let key = AsciiMetadataKey::from_bytes(name.to_ascii_lowercase().as_bytes())
+                .map_err(|_| format!("`{name}` cannot be a gRPC metadata key"))?;
+            let mut value = MetadataValue::try_from(value.expose())
+                .map_err(|_| format!("the value for `{name}` cannot be gRPC metadata"))?;
+            value.set_sensitive(true);
+            parsed.push((key, value));
+        }
+        *self.credentials.lock().unwrap_or_else(|e| e.into_inner()) = parsed;
+        Ok(())
     }
 
     fn client(&self, max_message: usize) -> A2aServiceClient<Channel> {
@@ -255,9 +284,16 @@ impl GrpcTransport {
 
     fn request<T>(&self, message: T) -> tonic::Request<T> {
         let mut request = tonic::Request::new(message);
-        request
-            .metadata_mut()
-            .insert("a2a-version", self.version.clone());
+        let metadata = request.metadata_mut();
+        metadata.insert("a2a-version", self.version.clone());
+        for (key, value) in self
+            .credentials
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .iter()
+        {
+            metadata.insert(key.clone(), value.clone());
+        }
         request
     }
 

@@ -16,6 +16,7 @@ use super::{Missing, ServiceError, Services, no_callee, require_callee};
 use crate::domain::callee::{Backoff, Callee, CardUrl, FetchStatus};
 use crate::domain::card::CardSnapshot;
 pub use crate::domain::card::refresh::Revalidate;
+use crate::domain::credential::Credential;
 use crate::domain::gate::Subject;
 use crate::domain::ids::{CalleeId, SnapshotId};
 use crate::domain::job::Job;
@@ -44,6 +45,8 @@ pub struct Registration {
     pub trusted_keys: Option<Value>,
     /// What the probe says to this callee.
     pub probe: Option<ProbeScript>,
+    /// Credentials for the card's security schemes, by scheme name.
+    pub credentials: BTreeMap<String, Credential>,
 }
 
 pub const MAX_NAME_LEN: usize = 200;

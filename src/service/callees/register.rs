@@ -13,6 +13,7 @@ use crate::domain::card::signature::parse_jwks;
 use crate::domain::card::{Assessment, CardSnapshot};
 use crate::domain::ids::CalleeId;
 use crate::domain::time::Timestamp;
+use crate::service::credentials;
 use crate::service::discovery::{self, Fetch};
 use crate::service::{Queued, ServiceError, Services};
 use crate::storage::StoreError;
@@ -25,6 +26,7 @@ pub async fn register(
     actor: &str,
 ) -> Result<CalleeDetail, ServiceError> {
     let (card_url, name) = validate(&registration)?;
+    credentials::check_all_alone(&registration.credentials)?;
     if services.store.card_url_taken(&card_url).await? {
         return Err(conflict(&card_url));
     }
@@ -60,10 +62,18 @@ pub async fn register(
         changes::events_for(&BTreeMap::new(), &new),
         actor,
     );
+    let sealed = credentials::seal_all(
+        services,
+        callee.id,
+        card,
+        &registration.credentials,
+        actor,
+        now,
+    )?;
     let probes = probes_for(services, callee.id, "registration", &events, now);
     let appended = match services
         .store
-        .register_callee(&callee, &snapshot, &events, &probes, now)
+        .register_callee(&callee, &snapshot, &events, &probes, &sealed, now)
         .await
     {
         Err(StoreError::Conflict(_)) => return Err(conflict(&callee.card_url)),

@@ -59,14 +59,22 @@ impl<'a> Cycle<'a> {
     }
 
     /// Runs every task of the cycle and returns the observations.
+    /// Once the callee refuses the credentials, the cycle stops: nothing more is sent.
     pub async fn run(mut self, target: &Target<'_>, inbox: &dyn PushInbox) -> Observations {
         self.lifecycle(target).await;
+        if self.client.refused().is_some() {
+            return self.obs;
+        }
         self.after_end(target).await;
-        if target.advertised.contains(&Capability::PushNotifications) {
+        if target.advertised.contains(&Capability::PushNotifications)
+            && self.client.refused().is_none()
+        {
             self.push(target, inbox).await;
         }
         if let Some(text) = &target.script.cancel_message {
-            self.cancel(text).await;
+            if self.client.refused().is_none() {
+                self.cancel(text).await;
+            }
         }
         self.obs
     }

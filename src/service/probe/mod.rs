@@ -3,7 +3,8 @@
 
 pub mod cycle;
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 use std::time::Duration;
 
 use rand::RngCore;
@@ -14,18 +15,20 @@ use super::require_callee;
 use super::{Missing, Queued, ServiceError, Services};
 use crate::domain::binding::Binding;
 use crate::domain::capability::Capability;
-use crate::domain::card::{CardInterface, NormalizedCard};
+use crate::domain::card::{CardInterface, CardSecurity, NormalizedCard};
+use crate::domain::credential::{self, AuthPlan, Credential};
 use crate::domain::gate::ProbeStart;
 use crate::domain::ids::{CalleeId, JobId, ProbeRunId};
 use crate::domain::job::{self, Job};
 use crate::domain::probe::{
-    Judgement, Observations, ProbeRun, ProbeScript, PushDelivery, PushReceipt, RunState, RunStatus,
-    checks, outcome,
+    AccessBlock, Judgement, Observations, ProbeRun, ProbeScript, PushDelivery, PushReceipt,
+    RunState, RunStatus, checks, outcome,
 };
 use crate::domain::time::Timestamp;
 use crate::domain::version::ProtocolVersion;
 use crate::remote::Outbound;
-use crate::remote::a2a::{A2aClient, CallLimits, Wire};
+use crate::remote::a2a::{A2aClient, CallLimits, Exchange, Wire};
+use crate::remote::auth::{Authenticator, Presentation, TokenCache, identity_refused};
 use crate::storage::{FinishedRun, Store, StoreError};
 
 use cycle::{Cycle, Target};
@@ -198,6 +201,116 @@ pub fn choose_interface(
     })
 }
 
+/// The credentials a cycle may present (scheme name → credential), and where the tokens it
+/// fetches are cached.
+#[derive(Clone, Default)]
+pub struct Credentials {
+    pub configured: BTreeMap<String, Credential>,
+    pub tokens: TokenCache,
+    /// Names the callee in the token cache.
+    pub scope: String,
+}
+
+impl Credentials {
+    /// How the cycle authenticates to a card with `security`: nothing, an authenticator (and
+    /// the client that carries its TLS identity), or why it cannot reach the callee at all.
+    fn present(
+        &self,
+        outbound: &Outbound,
+        security: &CardSecurity,
+    ) -> Result<Option<(Arc<Authenticator>, Outbound, String)>, AccessBlock> {
+        let kinds = self
+            .configured
+            .iter()
+            .map(|(name, c)| (name.clone(), c.kind()))
+            .collect();
+        let plan = credential::plan(security, &kinds);
+        let schemes = match &plan {
+            AuthPlan::Anonymous => return Ok(None),
+            AuthPlan::Missing(reason) => {
+                return Err(AccessBlock::Missing {
+                    reason: reason.clone(),
+                });
+            }
+            AuthPlan::Present { schemes, .. } => schemes,
+        };
+        let unusable = |reason: String| AccessBlock::Missing { reason };
+        let presentations = schemes
+            .iter()
+            .map(|scheme| Presentation {
+                scheme: scheme.clone(),
+                credential: self.configured[&scheme.name].clone(),
+            })
+            .collect();
+        let auth = Authenticator::new(&self.scope, presentations, self.tokens.clone())
+            .map_err(unusable)?;
+        let outbound = match auth.identity() {
+            Some(identity) => outbound.with_identity(identity.clone()).map_err(unusable)?,
+            None => outbound.clone(),
+        };
+        let presented = plan.describe(security).unwrap_or_default();
+        Ok(Some((Arc::new(auth), outbound, presented)))
+    }
+}
+
+/// Reports each step with the presented secrets redacted.
+struct Redacting<'a> {
+    inner: &'a dyn Progress,
+    auth: &'a Authenticator,
+}
+
+impl Progress for Redacting<'_> {
+    fn step(&self, message: &str) {
+        self.inner.step(&self.auth.redact(message));
+    }
+}
+
+/// `value`, serialized, with every secret `auth` presented replaced; what a cycle records
+/// goes through this, whichever field a secret turned up in (an error naming a URL with an
+/// API key in its query, an agent echoing a header).
+fn redacted<T: serde::Serialize + serde::de::DeserializeOwned>(
+    value: T,
+    auth: &Authenticator,
+) -> T {
+    let Ok(text) = serde_json::to_string(&value) else {
+        return value;
+    };
+    let clean = auth.redact(&text);
+    if clean == text {
+        return value;
+    }
+    serde_json::from_str(&clean).unwrap_or(value)
+}
+
+/// Why a cycle that presented a TLS client certificate most likely had it refused: no call got
+/// an answer, and the connections ended right after the handshake. Under TLS 1.3 a server
+/// checks the certificate after the client has finished its handshake, and its alert often
+/// loses the race with the connection's reset; either ending counts. (An agent that is down
+/// refuses the connection instead, and stays a lifecycle failure.)
+fn certificate_refused(exchanges: &[Exchange]) -> Option<String> {
+    if exchanges.is_empty()
+        || exchanges
+            .iter()
+            .any(|e| e.status.is_some() || e.grpc.is_some())
+    {
+        return None;
+    }
+    let ended = |e: &&Exchange| {
+        e.error.as_deref().is_some_and(|error| {
+            identity_refused(error)
+                || ["connection closed", "connection reset", "broken pipe"]
+                    .iter()
+                    .any(|how| error.contains(how))
+        })
+    };
+    exchanges.iter().find(ended).map(|e| {
+        format!(
+            "the agent closed every connection that presented the client certificate before answering ({}): it did not accept the certificate",
+            e.error.as_deref().unwrap_or_default()
+        )
+    })
+}
+
 /// Runs one cycle: the part shared by the service and `cardgate probe`.
 #[allow(clippy::too_many_arguments)]
 pub async fn probe_interface(
@@ -210,35 +323,100 @@ pub async fn probe_interface(
     push: Option<(Url, String)>,
     inbox: &dyn PushInbox,
     progress: &dyn Progress,
+    credentials: &Credentials,
 ) -> Result<CycleOutput, String> {
     let (interface, wire) = choose_interface(card, version, binding)?;
     let url = interface
         .location()
         .map_err(|e| format!("interface URL {}: {e}", interface.url))?;
+    let advertised: BTreeSet<Capability> = card.advertised_for(version);
+    let presented = match credentials.present(outbound, &card.security) {
+        Ok(presented) => presented,
+        Err(block) => {
+            // Nothing is sent: a call without the credentials the card requires proves
+            // nothing about the lifecycle (docs/trust-model.md, "Gate states").
+            progress.step(&format!(
+                "not probing {version} at {}: {}",
+                interface.url,
+                block.reason()
+            ));
+            let mut observations = Observations::default();
+            observations.access.blocked = Some(block);
+            let judgement = checks::evaluate(&observations, version, &advertised);
+            return Ok(CycleOutput {
+                interface,
+                wire,
+                observations,
+                judgement,
+                transcript: Value::Array(Vec::new()),
+            });
+        }
+    };
     progress.step(&format!(
-        "probing {version} at {} over {} ({})",
+        "probing {version} at {} over {} ({}){}",
         interface.url,
         interface.binding,
-        wire.as_str()
+        wire.as_str(),
+        presented
+            .as_ref()
+            .map(|(_, _, how)| format!(": {how}"))
+            .unwrap_or_default()
     ));
-    let advertised: BTreeSet<Capability> = card.advertised_for(version);
-    let mut client = A2aClient::new(outbound.clone(), url, wire, version, settings.limits);
+    let (mut client, auth, presented) = match presented {
+        None => (
+            A2aClient::new(outbound.clone(), url, wire, version, settings.limits),
+            None,
+            None,
+        ),
+        Some((auth, outbound, how)) => (
+            A2aClient::new(outbound, url, wire, version, settings.limits).with_auth(auth.clone()),
+            Some(auth),
+            Some(how),
+        ),
+    };
     let target = Target {
         advertised: &advertised,
         script,
         push,
     };
-    let mut observations = Cycle::new(&mut client, settings, progress)
-        .run(&target, inbox)
-        .await;
+    let mut observations = match &auth {
+        Some(auth) => {
+            let progress = Redacting {
+                inner: progress,
+                auth,
+            };
+            Cycle::new(&mut client, settings, &progress)
+                .run(&target, inbox)
+                .await
+        }
+        None => {
+            Cycle::new(&mut client, settings, progress)
+                .run(&target, inbox)
+                .await
+        }
+    };
     observations.transcript_omitted = client.omitted().map(|o| {
         format!(
             "{} exchanges, {} bodies and {} stream events ({} bytes) were left out of the transcript",
             o.exchanges, o.bodies, o.frames, o.bytes
         )
     });
+    observations.access.presented = presented;
+    let refused = client.refused().map(str::to_string).or_else(|| {
+        auth.as_ref()
+            .filter(|a| a.identity().is_some())
+            .and_then(|_| certificate_refused(client.transcript()))
+    });
+    if let Some(reason) = refused {
+        progress.step(&format!("  ! credentials refused: {reason}"));
+        observations.access.blocked = Some(AccessBlock::Refused { reason });
+    }
+    let mut transcript = serde_json::to_value(client.transcript()).unwrap_or(Value::Null);
+    if let Some(auth) = &auth {
+        observations = redacted(observations, auth);
+        transcript = redacted(transcript, auth);
+    }
     let judgement = checks::evaluate(&observations, version, &advertised);
-    let transcript = serde_json::to_value(client.transcript()).unwrap_or(Value::Null);
     Ok(CycleOutput {
         interface,
         wire,
@@ -415,6 +593,21 @@ pub async fn execute(services: &Services, job: &Job, owner: &str) -> Result<(), 
     };
     tracing::info!(probe_run.id = %run.id, callee.id = %run.callee_id, version = %run.protocol_version, "probe of {} {} started", run.callee_id, run.protocol_version);
 
+    let credentials = match super::credentials::for_probe(services, run.callee_id).await {
+        Ok(credentials) => credentials,
+        Err(e) => {
+            // A registry fault (the key file lost or replaced), not the callee's: no verdict.
+            tracing::error!(probe_run.id = %run.id, error = ?e, "the callee's credentials cannot be opened");
+            let why = "the callee's credentials cannot be opened; see the registry's log";
+            let now = services.now();
+            services.store.abort_probe_run(run.id, why, now).await?;
+            services
+                .store
+                .finish_job(job.id, owner, Some(why), now)
+                .await?;
+            return Ok(());
+        }
+    };
     let output = probe_interface(
         &services.outbound,
         &services.probe,
@@ -425,6 +618,7 @@ pub async fn execute(services: &Services, job: &Job, owner: &str) -> Result<(), 
         plan.push,
         &StoreInbox(&services.store),
         &LogProgress(run.id),
+        &credentials,
     )
     .await
     .map_err(|e| anyhow::anyhow!(e))?;

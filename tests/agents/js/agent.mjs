@@ -27,9 +27,21 @@
  * preface to the gRPC server and all others to the card's HTTP server, both
  * on internal loopback ports.
  *
+ * With --security JSON the card declares security schemes and requirements,
+ * given in the A2A v1.0 proto-JSON shape:
+ *
+ *   {"securitySchemes": {"bearer": {"httpAuthSecurityScheme": {"scheme": "Bearer"}}},
+ *    "securityRequirements": [{"schemes": {"bearer": {"list": []}}}]}
+ *
+ * They are read with the SDK's own `SecurityScheme.fromJSON` /
+ * `SecurityRequirement.fromJSON` and are part of the card before it is signed,
+ * so the signature covers them and the SDK's v0.3 card renders them in v0.3
+ * form (`securitySchemes` with `type`, `security`). The agent enforces none of
+ * them: whatever sits in front of it does.
+ *
  * Usage:
  *
- *   node agent.mjs [--host 127.0.0.1] [--port 0] [--public-url URL] [--grpc-only]
+ *   node agent.mjs [--host 127.0.0.1] [--port 0] [--public-url URL] [--grpc-only] [--security JSON]
  *
  * The agent binds its own socket (port 0 picks a free port), prints exactly
  * one line `READY http://<host>:<port>` on stdout once it accepts connections
@@ -51,6 +63,8 @@ import {
   A2A_PROTOCOL_VERSION,
   AGENT_CARD_PATH,
   Role,
+  SecurityRequirement,
+  SecurityScheme,
   TaskState,
   generateAgentCardSignature,
 } from '@a2a-js/sdk';
@@ -222,10 +236,90 @@ class EchoAgentExecutor {
 }
 
 // --------------------------------------------------------------------------
+// --security: the card's security schemes and requirements
+// --------------------------------------------------------------------------
+
+/**
+ * Paths of `input` that `normalized` lacks: members the SDK's fromJSON did not
+ * read (a misspelt field, a v0.3 field name). Empty strings are proto3
+ * defaults, which toJSON leaves out, so they are not reported.
+ */
+function unreadPaths(input, normalized, path) {
+  if (input === null || typeof input !== 'object') return [];
+  if (normalized === null || typeof normalized !== 'object') return [path];
+  return Object.entries(input).flatMap(([key, value]) => {
+    if (value === '') return [];
+    const inner = `${path}.${key}`;
+    return key in normalized ? unreadPaths(value, normalized[key], inner) : [inner];
+  });
+}
+
+/**
+ * Parses `--security`: `{"securitySchemes": {name: SecurityScheme},
+ * "securityRequirements": [SecurityRequirement]}` in A2A v1.0 proto-JSON.
+ * Returns both in the SDK's own (ts-proto) types, which the request handler
+ * and the v0.3 card renderer read. Throws on anything the SDK would not read.
+ */
+function parseSecurity(text) {
+  let json;
+  try {
+    json = JSON.parse(text);
+  } catch (error) {
+    throw new Error(`--security is not JSON: ${error.message}`);
+  }
+  if (json === null || typeof json !== 'object' || Array.isArray(json)) {
+    throw new Error('--security must be a JSON object');
+  }
+  const extra = Object.keys(json).filter((key) => !['securitySchemes', 'securityRequirements'].includes(key));
+  if (extra.length > 0) {
+    throw new Error(`--security: unknown member(s) ${extra.join(', ')}`);
+  }
+  const schemesJson = json.securitySchemes ?? {};
+  const requirementsJson = json.securityRequirements ?? [];
+  if (typeof schemesJson !== 'object' || Array.isArray(schemesJson) || !Array.isArray(requirementsJson)) {
+    throw new Error('--security: securitySchemes must be an object, securityRequirements an array');
+  }
+
+  const securitySchemes = {};
+  for (const [name, schemeJson] of Object.entries(schemesJson)) {
+    const scheme = SecurityScheme.fromJSON(schemeJson);
+    const unread = unreadPaths(schemeJson, SecurityScheme.toJSON(scheme), `securitySchemes.${name}`);
+    if (!scheme.scheme || unread.length > 0) {
+      throw new Error(`--security: securitySchemes.${name} is not an A2A v1.0 SecurityScheme (unread: ${unread.join(', ') || 'all'})`);
+    }
+    // The SDK's v1.0 card route serves `JSON.stringify(card)`, which would
+    // print this ts-proto object as it is held in memory (the oneof as
+    // `{"scheme": {"$case": ..., "value": ...}}`); render it in proto-JSON,
+    // as the SDK's own `SecurityScheme.toJSON` does.
+    Object.defineProperty(scheme, 'toJSON', {
+      value() {
+        return SecurityScheme.toJSON(this);
+      },
+    });
+    securitySchemes[name] = scheme;
+  }
+
+  const securityRequirements = requirementsJson.map((requirementJson, i) => {
+    const requirement = SecurityRequirement.fromJSON(requirementJson);
+    const unread = unreadPaths(requirementJson, requirement, `securityRequirements[${i}]`);
+    if (unread.length > 0) {
+      throw new Error(`--security: securityRequirements[${i}] is not an A2A v1.0 SecurityRequirement (unread: ${unread.join(', ')})`);
+    }
+    for (const name of Object.keys(requirement.schemes)) {
+      if (!(name in securitySchemes)) {
+        throw new Error(`--security: securityRequirements[${i}] names the undeclared scheme ${name}`);
+      }
+    }
+    return requirement;
+  });
+  return { securitySchemes, securityRequirements };
+}
+
+// --------------------------------------------------------------------------
 // Agent card and application
 // --------------------------------------------------------------------------
 
-function buildAgentCard(baseUrl, grpcOnly) {
+function buildAgentCard(baseUrl, grpcOnly, security = undefined) {
   // Over HTTP: each binding at 1.0, then mirrored at 0.3 (appended after the
   // 1.0 entries) by the SDK's helper: with legacyCompat on, a binding is
   // reachable at 0.3 only if the card lists it at 0.3. gRPC is 1.0 only.
@@ -260,8 +354,8 @@ function buildAgentCard(baseUrl, grpcOnly) {
       extensions: [],
       extendedAgentCard: false,
     },
-    securitySchemes: {},
-    securityRequirements: [],
+    securitySchemes: security?.securitySchemes ?? {},
+    securityRequirements: security?.securityRequirements ?? [],
     defaultInputModes: ['text/plain'],
     defaultOutputModes: ['text/plain'],
     skills: [
@@ -284,6 +378,11 @@ function buildAgentCard(baseUrl, grpcOnly) {
  * Signs the card with the SDK's own signer (JWS over its JCS canonicalization), with a fresh
  * P-256 key per run whose public half is served at JWKS_PATH and named by `jku`, like the
  * Python agent's card.
+ *
+ * The signer is given the card as served at v1.0 (`JSON.stringify` of it, parsed): the SDK's
+ * canonicalization reads its input with `AgentCard.fromJSON`, i.e. as proto-JSON, and would
+ * drop the security schemes of the in-memory ts-proto card (their oneof is held as `$case`),
+ * so they would not be signed. The signatures go onto the in-memory card.
  */
 async function signCard(card, baseUrl) {
   const { privateKey, publicKey } = generateKeyPairSync('ec', { namedCurve: 'P-256' });
@@ -294,15 +393,16 @@ async function signCard(card, baseUrl) {
     jku: `${baseUrl}${JWKS_PATH}`,
   });
   const jwk = { ...publicKey.export({ format: 'jwk' }), kid: SIGNING_KID, alg: 'ES256', use: 'sig' };
-  return { card: await sign(card), jwks: { keys: [jwk] } };
+  const { signatures } = await sign(JSON.parse(JSON.stringify(card)));
+  return { card: { ...card, signatures }, jwks: { keys: [jwk] } };
 }
 
 /**
  * The card's HTTP app and the request handler behind it. With `grpcOnly` the
  * app serves only the card and its key set: A2A itself is the gRPC server's.
  */
-async function buildApp(baseUrl, grpcOnly = false) {
-  const { card, jwks } = await signCard(buildAgentCard(baseUrl, grpcOnly), baseUrl);
+async function buildApp(baseUrl, grpcOnly = false, security = undefined) {
+  const { card, jwks } = await signCard(buildAgentCard(baseUrl, grpcOnly, security), baseUrl);
 
   // Push notifications: the SDK's in-memory config store and its
   // DefaultPushNotificationSender (default timeout and token header), built
@@ -381,6 +481,17 @@ function spliceByPreface(front, grpcPort, httpPort) {
 // Main
 // --------------------------------------------------------------------------
 
+const USAGE = `usage: node agent.mjs [--host 127.0.0.1] [--port 0] [--public-url URL] [--grpc-only] [--security JSON]
+
+  --host HOST        address to listen on (default 127.0.0.1)
+  --port PORT        port to listen on; 0 picks a free one (default 0)
+  --public-url URL   the origin the card names, when a front sits before the agent
+  --grpc-only        serve A2A over gRPC only (card and gRPC share the port)
+  --security JSON    security schemes and requirements the card declares, in A2A v1.0
+                     proto-JSON: {"securitySchemes": {NAME: SecurityScheme, ...},
+                     "securityRequirements": [{"schemes": {NAME: {"list": [SCOPE, ...]}}}, ...]}
+                     (signed with the card; not enforced by the agent)`;
+
 function parseCommandLine() {
   const { values } = parseArgs({
     options: {
@@ -388,9 +499,15 @@ function parseCommandLine() {
       port: { type: 'string', default: '0' },
       'public-url': { type: 'string' },
       'grpc-only': { type: 'boolean', default: false },
+      security: { type: 'string' },
+      help: { type: 'boolean', short: 'h', default: false },
     },
     strict: true,
   });
+  if (values.help) {
+    process.stdout.write(`${USAGE}\n`);
+    process.exit(0);
+  }
   const port = Number(values.port);
   if (!Number.isInteger(port) || port < 0 || port > 65535) {
     throw new Error(`invalid --port ${values.port}`);
@@ -400,6 +517,7 @@ function parseCommandLine() {
     port,
     publicUrl: values['public-url']?.replace(/\/+$/, ''),
     grpcOnly: values['grpc-only'],
+    security: values.security === undefined ? undefined : parseSecurity(values.security),
   };
 }
 
@@ -408,9 +526,7 @@ function main() {
   try {
     options = parseCommandLine();
   } catch (error) {
-    console.error(
-      `usage: node agent.mjs [--host 127.0.0.1] [--port 0] [--public-url URL] [--grpc-only]\n${error.message}`
-    );
+    console.error(`${USAGE.split('\n')[0]}\n${error.message}`);
     process.exit(2);
   }
 
@@ -430,7 +546,7 @@ function main() {
     const { port } = server.address();
     const baseUrl = `http://${options.host}:${port}`;
     // Behind a reverse proxy, the card names the proxy's origin (as a deployed agent's would).
-    serve(server, options.publicUrl ?? baseUrl, options.grpcOnly).then(
+    serve(server, options.publicUrl ?? baseUrl, options.grpcOnly, options.security).then(
       (servers) => {
         inner = servers;
         log(`serving ${options.grpcOnly ? 'gRPC and the card ' : ''}on ${baseUrl}`);
@@ -472,8 +588,8 @@ function main() {
  * the server's; with `grpcOnly` the gRPC service and the card's app listen on
  * internal ports behind the front. Resolves to the internal servers.
  */
-async function serve(server, cardBaseUrl, grpcOnly) {
-  const { app, requestHandler, userBuilder } = await buildApp(cardBaseUrl, grpcOnly);
+async function serve(server, cardBaseUrl, grpcOnly, security) {
+  const { app, requestHandler, userBuilder } = await buildApp(cardBaseUrl, grpcOnly, security);
   if (!grpcOnly) {
     server.on('request', app);
     return [];

@@ -26,10 +26,22 @@ one public port sends each connection that starts with the HTTP/2 client
 preface to the gRPC server and all others to uvicorn (card and JWKS only),
 both on internal loopback ports.
 
+With --security JSON the card declares security schemes and requirements,
+given in the A2A v1.0 proto-JSON shape:
+
+    {"securitySchemes": {"bearer": {"httpAuthSecurityScheme": {"scheme": "Bearer"}}},
+     "securityRequirements": [{"schemes": {"bearer": {"list": []}}}]}
+
+They are parsed into the SDK's own AgentCard proto (json_format.ParseDict)
+before the card is signed, so the signature covers them and the SDK's
+hybrid card also renders them in v0.3 form (``securitySchemes`` entries get
+``type`` etc., plus ``security``). The agent enforces none of them: whatever
+sits in front of it does.
+
 Usage:
 
     python agent.py [--host 127.0.0.1] [--port 0] [--slow-seconds 30] [--public-url URL] [--grpc-only]
-                    [--grpc-compression gzip|deflate]
+                    [--grpc-compression gzip|deflate] [--security JSON]
 
 --grpc-compression sets the gRPC server's default compression, as an operator
 can: gRPC compresses an answer only with an algorithm the caller accepts.
@@ -45,6 +57,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import json
 import logging
 import signal
 import socket
@@ -58,6 +71,7 @@ import httpx
 import uvicorn
 
 from cryptography.hazmat.primitives.asymmetric import ec
+from google.protobuf import json_format
 from jwt.algorithms import ECAlgorithm
 from jwt.api_jwk import PyJWK
 from starlette.applications import Starlette
@@ -65,6 +79,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import BaseRoute, Route
 
+from a2a.compat.v0_3.conversions import to_compat_security_scheme
 from a2a.helpers import new_task_from_user_message, new_text_part
 from a2a.server.agent_execution import AgentExecutor, RequestContext
 from a2a.server.events import EventQueue
@@ -208,8 +223,56 @@ class EchoAgentExecutor(AgentExecutor):
 # --------------------------------------------------------------------------
 
 
-def build_agent_card(base_url: str, grpc_only: bool = False) -> AgentCard:
-    """The (unsigned) card; every URL in it is absolute."""
+def parse_security(text: str) -> AgentCard:
+    """Parses --security into an AgentCard holding only its security fields.
+
+    The JSON is ``{"securitySchemes": {...}, "securityRequirements": [...]}``
+    in A2A v1.0 proto-JSON; protobuf's own parser rejects unknown or misspelt
+    fields. Raises ValueError on anything the card could not carry.
+    """
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise ValueError(f'--security is not JSON: {e}') from e
+    if not isinstance(data, dict):
+        raise ValueError('--security must be a JSON object')
+    extra = set(data) - {'securitySchemes', 'securityRequirements'}
+    if extra:
+        raise ValueError(f'--security: unknown member(s) {", ".join(sorted(extra))}')
+    security = AgentCard()
+    try:
+        json_format.ParseDict(data, security)
+    except json_format.ParseError as e:
+        raise ValueError(f'--security: {e}') from e
+    for name, scheme in security.security_schemes.items():
+        if scheme.WhichOneof('scheme') is None:
+            raise ValueError(f'--security: securitySchemes.{name} names no scheme')
+        try:
+            # What the SDK's hybrid card does with it (e.g. an apiKey
+            # location outside query/header/cookie would fail every request).
+            to_compat_security_scheme(scheme)
+        except ValueError as e:
+            raise ValueError(
+                f'--security: securitySchemes.{name} has no v0.3 form: {e}'
+            ) from e
+    for i, requirement in enumerate(security.security_requirements):
+        for name in requirement.schemes:
+            if name not in security.security_schemes:
+                raise ValueError(
+                    f'--security: securityRequirements[{i}] names the '
+                    f'undeclared scheme {name}'
+                )
+    return security
+
+
+def build_agent_card(
+    base_url: str, grpc_only: bool = False, security: AgentCard | None = None
+) -> AgentCard:
+    """The (unsigned) card; every URL in it is absolute.
+
+    `security` (from parse_security) adds its security schemes and
+    requirements.
+    """
     if grpc_only:
         # gRPC routes by its own path (/lf.a2a.v1.A2AService/<Method>), so
         # the interface names just the origin the card is served from.
@@ -241,7 +304,7 @@ def build_agent_card(base_url: str, grpc_only: bool = False) -> AgentCard:
                 protocol_version=PROTOCOL_VERSION_1_0,
             ),
         ]
-    return AgentCard(
+    card = AgentCard(
         name='Python SDK Agent',
         description=(
             'Test agent built on the official Python SDK, a2a-sdk 1.3.0: '
@@ -265,6 +328,9 @@ def build_agent_card(base_url: str, grpc_only: bool = False) -> AgentCard:
             )
         ],
     )
+    if security is not None:
+        card.MergeFrom(security)
+    return card
 
 
 def generate_signing_key() -> tuple[PyJWK, dict[str, Any]]:
@@ -298,7 +364,10 @@ def sign_agent_card(card: AgentCard, signing_key: PyJWK, jku: str) -> AgentCard:
 
 
 def build_app(
-    base_url: str, slow_seconds: float, grpc_only: bool = False
+    base_url: str,
+    slow_seconds: float,
+    grpc_only: bool = False,
+    security: AgentCard | None = None,
 ) -> tuple[Starlette, DefaultRequestHandler]:
     """Wires the SDK components into a Starlette app.
 
@@ -308,7 +377,7 @@ def build_app(
     """
     signing_key, public_jwk = generate_signing_key()
     card = sign_agent_card(
-        build_agent_card(base_url, grpc_only),
+        build_agent_card(base_url, grpc_only, security),
         signing_key,
         f'{base_url}{JWKS_PATH}',
     )
@@ -430,6 +499,7 @@ async def serve(
     public_url: str | None,
     grpc_only: bool = False,
     grpc_compression: str | None = None,
+    security: AgentCard | None = None,
 ) -> None:
     # Bind first, so that the card can carry the real port when port is 0.
     sock = bind_socket(host, port)
@@ -440,11 +510,16 @@ async def serve(
 
     if grpc_only:
         await serve_grpc_only(
-            sock, base_url, card_base_url, slow_seconds, grpc_compression
+            sock,
+            base_url,
+            card_base_url,
+            slow_seconds,
+            grpc_compression,
+            security,
         )
         return
 
-    app, _handler = build_app(card_base_url, slow_seconds)
+    app, _handler = build_app(card_base_url, slow_seconds, security=security)
     started = await start_uvicorn(app, sock)
     if started is None:
         return
@@ -561,9 +636,12 @@ async def serve_grpc_only(
     card_base_url: str,
     slow_seconds: float,
     compression: str | None = None,
+    security: AgentCard | None = None,
 ) -> None:
     """Serves the card (HTTP/1.1) and A2A over gRPC on the one socket `sock`."""
-    app, handler = build_app(card_base_url, slow_seconds, grpc_only=True)
+    app, handler = build_app(
+        card_base_url, slow_seconds, grpc_only=True, security=security
+    )
 
     # The SDK's servicer for lf.a2a.v1.A2AService, over the same handler.
     algorithm = {
@@ -649,7 +727,25 @@ def main() -> None:
         default=None,
         help="the gRPC server's default compression (with --grpc-only)",
     )
+    parser.add_argument(
+        '--security',
+        metavar='JSON',
+        default=None,
+        help=(
+            'security schemes and requirements the card declares, in A2A '
+            'v1.0 proto-JSON: {"securitySchemes": {NAME: SecurityScheme}, '
+            '"securityRequirements": [{"schemes": {NAME: {"list": '
+            '[SCOPE, ...]}}}]} (signed with the card; not enforced by the '
+            'agent)'
+        ),
+    )
     args = parser.parse_args()
+    security = None
+    if args.security is not None:
+        try:
+            security = parse_security(args.security)
+        except ValueError as e:
+            parser.error(str(e))  # exit status 2
 
     logging.basicConfig(
         stream=sys.stderr,
@@ -664,6 +760,7 @@ def main() -> None:
             args.public_url,
             args.grpc_only,
             args.grpc_compression,
+            security,
         )
     )
 

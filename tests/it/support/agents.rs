@@ -141,6 +141,26 @@ impl SdkAgent {
     }
 }
 
+/// The OpenID Connect provider the credential tests authenticate against
+/// (`tests/agents/js/oidc.mjs`, on the npm package `oidc-provider`); `origin` is its issuer.
+pub async fn start_oidc(args: &[&str]) -> Option<SdkAgent> {
+    let (node, _) = match Sdk::Js.command() {
+        Ok(found) => found,
+        Err(why) => {
+            super::skip(
+                "OpenID Connect provider",
+                &why,
+                "CARDGATE_REQUIRE_SDK_AGENTS",
+            );
+            return None;
+        }
+    };
+    let script = repo_path("tests/agents/js/oidc.mjs");
+    let mut all = vec!["--host", "127.0.0.1", "--port", "0"];
+    all.extend(args);
+    Some(SdkAgent::spawn("OpenID Connect provider", &node, &script, &all).await)
+}
+
 /// An A2A server library other than the official SDKs, as a test agent: its own
 /// implementation of the protocol, built the way its documentation shows
 /// (`tests/agents/<name>/README.md` says how, and what it sends).

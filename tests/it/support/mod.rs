@@ -2,6 +2,7 @@
 //! and a card server playing the agents.
 
 pub mod agents;
+pub mod auth_front;
 pub mod cards;
 pub mod proxy;
 pub mod tls;
@@ -53,6 +54,7 @@ impl Drop for Cleanup {
     fn drop(&mut self) {
         if let Cleanup::Postgres { admin_url, name } = self {
             let _ = std::fs::remove_file(postgres_key_file(name));
+            let _ = std::fs::remove_file(postgres_secrets_file(name));
             let (admin_url, name) = (admin_url.clone(), name.clone());
             // Drop runs inside the test's runtime; use a thread with its own.
             let _ = std::thread::spawn(move || {
@@ -176,6 +178,11 @@ pub fn postgres_key_file(database: &str) -> PathBuf {
     std::env::temp_dir().join(format!("{database}-signing-key.pem"))
 }
 
+/// The secrets key of a Postgres test database, likewise.
+pub fn postgres_secrets_file(database: &str) -> PathBuf {
+    std::env::temp_dir().join(format!("{database}-secrets-key"))
+}
+
 /// Settings for tests: loopback allowed (the agents run there), short fetch deadlines. The
 /// signing key sits beside an SQLite file (its default), or in the temp directory.
 pub fn test_settings(target: DatabaseTarget) -> Settings {
@@ -187,6 +194,7 @@ pub fn test_settings(target: DatabaseTarget) -> Settings {
             .trim_start_matches('/')
             .to_string();
         settings.transparency.signing_key_file = postgres_key_file(&name);
+        settings.secrets_key_file = postgres_secrets_file(&name);
     }
     settings.auth = cardgate::http::auth::AuthSettings {
         rate_per_sec: 10_000.0,

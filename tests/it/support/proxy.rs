@@ -78,30 +78,10 @@ async fn forward(State(s): State<Arc<Shared>>, request: Request) -> Response {
     let Some(upstream) = s.upstream.get() else {
         return (StatusCode::BAD_GATEWAY, "no upstream yet").into_response();
     };
-    let (parts, body) = request.into_parts();
-    let path = parts.uri.path_and_query().map_or("/", |p| p.as_str());
-    let body = axum::body::to_bytes(body, 1 << 20)
-        .await
-        .unwrap_or_default();
-    let mut outgoing = s
-        .http
-        .request(parts.method, format!("{upstream}{path}"))
-        .body(body);
-    for (name, value) in &parts.headers {
-        if !HOP.contains(&name.as_str()) {
-            outgoing = outgoing.header(name, value);
-        }
-    }
-    let answer = match outgoing.send().await {
-        Ok(answer) => answer,
-        Err(e) => return (StatusCode::BAD_GATEWAY, e.to_string()).into_response(),
+    let (response, answer) = match relay(&s.http, upstream, request).await {
+        Ok(relayed) => relayed,
+        Err(refused) => return refused,
     };
-    let mut response = Response::builder().status(answer.status().as_u16());
-    for (name, value) in answer.headers() {
-        if !HOP.contains(&name.as_str()) {
-            response = response.header(HeaderName::from_bytes(name.as_ref()).unwrap(), value);
-        }
-    }
     let streamed = answer
         .headers()
         .get("content-type")
@@ -113,6 +93,39 @@ async fn forward(State(s): State<Arc<Shared>>, request: Request) -> Response {
         Body::from(answer.bytes().await.unwrap_or_default())
     };
     response.body(body).unwrap()
+}
+
+/// Sends `request` on to `upstream` as it came (hop-by-hop headers aside): the answer, and a
+/// response builder with its status and headers; a 502 when it cannot be sent.
+pub async fn relay(
+    http: &reqwest::Client,
+    upstream: &str,
+    request: Request,
+) -> Result<(axum::http::response::Builder, reqwest::Response), Response> {
+    let (parts, body) = request.into_parts();
+    let path = parts.uri.path_and_query().map_or("/", |p| p.as_str());
+    let body = axum::body::to_bytes(body, 1 << 20)
+        .await
+        .unwrap_or_default();
+    let mut outgoing = http
+        .request(parts.method, format!("{upstream}{path}"))
+        .body(body);
+    for (name, value) in &parts.headers {
+        if !HOP.contains(&name.as_str()) {
+            outgoing = outgoing.header(name, value);
+        }
+    }
+    let answer = match outgoing.send().await {
+        Ok(answer) => answer,
+        Err(e) => return Err((StatusCode::BAD_GATEWAY, e.to_string()).into_response()),
+    };
+    let mut response = Response::builder().status(answer.status().as_u16());
+    for (name, value) in answer.headers() {
+        if !HOP.contains(&name.as_str()) {
+            response = response.header(HeaderName::from_bytes(name.as_ref()).unwrap(), value);
+        }
+    }
+    Ok((response, answer))
 }
 
 /// The upstream's events, one at a time, each released `delay` after it arrived.

@@ -1049,3 +1049,79 @@ fn a_resubscription_that_ends_the_task_again_is_a_terminal_finding() {
     assert_eq!((f.status, f.level), (FindingStatus::Fail, Level::Should));
     assert!(j.verdict.passed, "{:#?}", j.verdict.reasons);
 }
+
+/// Credentials kept the cycle from the callee: whatever was seen before (here, a terminal
+/// state without a timestamp) counts for nothing, every rule is not-exercised, and only
+/// `PROBE-AUTH` says why: a failure when refused, not-exercised when none are configured.
+#[test]
+fn a_cycle_credentials_stopped_judges_nothing_and_triggers_nothing() {
+    for (block, auth) in [
+        (
+            AccessBlock::Refused {
+                reason: "the agent answered HTTP 401 to SendMessage".into(),
+            },
+            FindingStatus::Fail,
+        ),
+        (
+            AccessBlock::Missing {
+                reason: "the card requires `bearer`; no credentials are configured".into(),
+            },
+            FindingStatus::NotExercised,
+        ),
+    ] {
+        let mut obs = Obs::new()
+            .stream(
+                0,
+                &[("TASK_STATE_SUBMITTED", true), ("TASK_STATE_WORKING", true)],
+            )
+            .t(
+                TaskRole::Lifecycle,
+                Source::Get,
+                1,
+                "TASK_STATE_COMPLETED",
+                false,
+                None,
+            );
+        obs.o.access.blocked = Some(block.clone());
+        let j = obs.judge("1.0", &STREAM_PUSH);
+        assert_eq!(status(&j, "PROBE-AUTH").status, auth);
+        assert_eq!(status(&j, "PROBE-AUTH").message, block.reason());
+        for rule in Rule::ALL.iter().filter(|r| **r != Rule::Auth) {
+            if *rule == Rule::History {
+                continue; // not advertised on 1.0: no finding at all
+            }
+            assert_eq!(
+                status(&j, rule.code()).status,
+                FindingStatus::NotExercised,
+                "{rule}"
+            );
+        }
+        assert!(triggers(&j).is_empty(), "a 401 never demotes");
+        assert!(!j.verdict.passed);
+        assert_eq!(j.verdict.unexercised.as_deref(), Some(block.reason()));
+        assert!(matches!(
+            j.capabilities[&Capability::Streaming],
+            CapabilityOutcome::NotExercised { .. }
+        ));
+    }
+}
+
+#[test]
+fn a_cycle_that_presented_credentials_says_which_and_an_anonymous_one_says_none_were_needed() {
+    let mut obs = conformant();
+    obs.o.access.presented = Some("presented `bearer`, the card's requirement 1 of 1".into());
+    let j = obs.judge("1.0", &STREAM_PUSH);
+    assert!(j.verdict.passed);
+    assert!(
+        status(&j, "PROBE-AUTH")
+            .message
+            .contains("presented `bearer`")
+    );
+    let j = conformant().judge("1.0", &STREAM_PUSH);
+    assert_eq!(status(&j, "PROBE-AUTH").status, FindingStatus::Pass);
+    assert!(
+        status(&j, "PROBE-AUTH")
+            .message
+            .contains("requires no credentials")
+    );
+}

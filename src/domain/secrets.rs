@@ -1,0 +1,261 @@
+//! Secrets at rest: an AES-256-GCM key ring that seals what must be stored but never shown
+//! (the credentials cardgate presents to callees).
+//!
+//! The ring is text, one key per line, the current key first: `<kid> <base64 of 32 bytes>`.
+//! A sealed value is `v1.<kid>.<base64url(nonce ‖ ciphertext ‖ tag)>`: the `kid` says which
+//! key opens it, so a ring holding the old key beside the new one opens both while a rotation
+//! re-seals. Every value is sealed with associated data naming where it belongs, so a sealed
+//! value copied to another row does not open there.
+
+use aws_lc_rs::aead::{AES_256_GCM, Aad, LessSafeKey, NONCE_LEN, Nonce, UnboundKey};
+use aws_lc_rs::rand::{SecureRandom, SystemRandom};
+use base64::Engine;
+use base64::engine::general_purpose::{STANDARD, URL_SAFE_NO_PAD};
+use sha2::{Digest, Sha256};
+
+const VERSION: &str = "v1";
+const KEY_LEN: usize = 32;
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SealError {
+    #[error("the secrets key file is malformed: {0}")]
+    Malformed(String),
+    #[error("the secrets key file holds no key")]
+    Empty,
+    #[error("sealed with key {0}, which the secrets key file does not hold")]
+    UnknownKey(String),
+    #[error("a sealed secret is malformed")]
+    BadSealed,
+    #[error("a sealed secret does not open: wrong key, or it was altered or moved")]
+    Unopenable,
+    #[error("the system random source failed")]
+    Random,
+}
+
+struct Key {
+    kid: String,
+    raw: [u8; KEY_LEN],
+}
+
+/// The keys, current first. Deliberately not `Debug`.
+pub struct SecretsRing {
+    keys: Vec<Key>,
+}
+
+impl Key {
+    fn new(raw: [u8; KEY_LEN]) -> Self {
+        // A key's name: 8 bytes of its hash, enough to tell a ring's keys apart.
+        let kid = hex::encode(&Sha256::digest(raw)[..8]);
+        Self { kid, raw }
+    }
+
+    fn aead(&self) -> LessSafeKey {
+        // 32 bytes always make an AES-256 key.
+        LessSafeKey::new(UnboundKey::new(&AES_256_GCM, &self.raw).expect("a 32-byte AES-256 key"))
+    }
+}
+
+impl SecretsRing {
+    /// A ring of one fresh key.
+    pub fn generate() -> Result<Self, SealError> {
+        Ok(Self {
+            keys: vec![fresh_key()?],
+        })
+    }
+
+    pub fn from_text(text: &str) -> Result<Self, SealError> {
+        let mut keys = Vec::new();
+        for (n, line) in text.lines().enumerate() {
+            let line = line.trim();
+            if line.is_empty() || line.starts_with('#') {
+                continue;
+            }
+            let (kid, encoded) = line.split_once(' ').ok_or_else(|| {
+                SealError::Malformed(format!("line {} is not `<kid> <key>`", n + 1))
+            })?;
+            let raw: [u8; KEY_LEN] = STANDARD
+                .decode(encoded.trim())
+                .ok()
+                .and_then(|b| b.try_into().ok())
+                .ok_or_else(|| {
+                    SealError::Malformed(format!("line {} is not a 32-byte base64 key", n + 1))
+                })?;
+            let key = Key::new(raw);
+            if key.kid != kid {
+                return Err(SealError::Malformed(format!(
+                    "line {}: the key's name does not match the key",
+                    n + 1
+                )));
+            }
+            keys.push(key);
+        }
+        if keys.is_empty() {
+            return Err(SealError::Empty);
+        }
+        Ok(Self { keys })
+    }
+
+    pub fn to_text(&self) -> String {
+        let mut out = String::from(
+            "# cardgate secrets key ring: the current key first. Keep this file secret (0600);\n\
+             # every replica reads the same file. `cardgate secrets-key rotate` replaces it.\n",
+        );
+        for key in &self.keys {
+            out.push_str(&format!("{} {}\n", key.kid, STANDARD.encode(key.raw)));
+        }
+        out
+    }
+
+    /// A fresh current key, the present ones kept to open what they sealed.
+    pub fn rotated(&self) -> Result<Self, SealError> {
+        let mut keys = vec![fresh_key()?];
+        keys.extend(self.keys.iter().map(|k| Key::new(k.raw)));
+        Ok(Self { keys })
+    }
+
+    /// The current key alone (once everything is sealed with it).
+    pub fn current_only(&self) -> Self {
+        Self {
+            keys: vec![Key::new(self.keys[0].raw)],
+        }
+    }
+
+    pub fn current_kid(&self) -> &str {
+        &self.keys[0].kid
+    }
+
+    pub fn kids(&self) -> Vec<&str> {
+        self.keys.iter().map(|k| k.kid.as_str()).collect()
+    }
+
+    /// Seals `plaintext` with the current key, bound to `context`.
+    pub fn seal(&self, plaintext: &[u8], context: &[u8]) -> Result<String, SealError> {
+        let key = &self.keys[0];
+        let mut nonce = [0u8; NONCE_LEN];
+        SystemRandom::new()
+            .fill(&mut nonce)
+            .map_err(|_| SealError::Random)?;
+        let mut buffer = plaintext.to_vec();
+        key.aead()
+            .seal_in_place_append_tag(
+                Nonce::assume_unique_for_key(nonce),
+                Aad::from(context),
+                &mut buffer,
+            )
+            .map_err(|_| SealError::Unopenable)?;
+        let mut out = nonce.to_vec();
+        out.extend_from_slice(&buffer);
+        Ok(format!(
+            "{VERSION}.{}.{}",
+            key.kid,
+            URL_SAFE_NO_PAD.encode(out)
+        ))
+    }
+
+    /// The key id a sealed value names, if it is well formed.
+    pub fn kid_of(sealed: &str) -> Option<&str> {
+        let mut parts = sealed.splitn(3, '.');
+        (parts.next()? == VERSION).then_some(())?;
+        parts.next()
+    }
+
+    /// Opens a value sealed by any key of the ring, for the same `context`.
+    pub fn open(&self, sealed: &str, context: &[u8]) -> Result<Vec<u8>, SealError> {
+        let mut parts = sealed.splitn(3, '.');
+        let (Some(VERSION), Some(kid), Some(body)) = (parts.next(), parts.next(), parts.next())
+        else {
+            return Err(SealError::BadSealed);
+        };
+        let key = self
+            .keys
+            .iter()
+            .find(|k| k.kid == kid)
+            .ok_or_else(|| SealError::UnknownKey(kid.to_string()))?;
+        let bytes = URL_SAFE_NO_PAD
+            .decode(body)
+            .map_err(|_| SealError::BadSealed)?;
+        if bytes.len() < NONCE_LEN {
+            return Err(SealError::BadSealed);
+        }
+        let (nonce, ciphertext) = bytes.split_at(NONCE_LEN);
+        let nonce: [u8; NONCE_LEN] = nonce.try_into().map_err(|_| SealError::BadSealed)?;
+        let mut buffer = ciphertext.to_vec();
+        let plain = key
+            .aead()
+            .open_in_place(
+                Nonce::assume_unique_for_key(nonce),
+                Aad::from(context),
+                &mut buffer,
+            )
+            .map_err(|_| SealError::Unopenable)?;
+        Ok(plain.to_vec())
+    }
+}
+
+fn fresh_key() -> Result<Key, SealError> {
+    let mut raw = [0u8; KEY_LEN];
+    SystemRandom::new()
+        .fill(&mut raw)
+        .map_err(|_| SealError::Random)?;
+    Ok(Key::new(raw))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_sealed_value_opens_only_with_its_key_and_its_context() {
+        let ring = SecretsRing::generate().unwrap();
+        let sealed = ring.seal(b"top secret", b"callee-1/bearer").unwrap();
+        assert!(!sealed.contains("top secret"));
+        assert_eq!(SecretsRing::kid_of(&sealed), Some(ring.current_kid()));
+        assert_eq!(
+            ring.open(&sealed, b"callee-1/bearer").unwrap(),
+            b"top secret"
+        );
+        assert_eq!(
+            ring.open(&sealed, b"callee-2/bearer"),
+            Err(SealError::Unopenable)
+        );
+        let other = SecretsRing::generate().unwrap();
+        assert!(matches!(
+            other.open(&sealed, b"callee-1/bearer"),
+            Err(SealError::UnknownKey(_))
+        ));
+        // Two seals of one value differ (fresh nonces).
+        assert_ne!(
+            sealed,
+            ring.seal(b"top secret", b"callee-1/bearer").unwrap()
+        );
+    }
+
+    #[test]
+    fn a_rotated_ring_opens_old_values_and_seals_new_ones_with_the_new_key() {
+        let ring = SecretsRing::generate().unwrap();
+        let old = ring.seal(b"x", b"c").unwrap();
+        let rotated = SecretsRing::from_text(&ring.rotated().unwrap().to_text()).unwrap();
+        assert_eq!(rotated.kids().len(), 2);
+        assert_eq!(rotated.open(&old, b"c").unwrap(), b"x");
+        let new = rotated.seal(b"y", b"c").unwrap();
+        assert_ne!(SecretsRing::kid_of(&new), SecretsRing::kid_of(&old));
+        let only = rotated.current_only();
+        assert_eq!(only.open(&new, b"c").unwrap(), b"y");
+        assert!(only.open(&old, b"c").is_err());
+    }
+
+    #[test]
+    fn a_malformed_ring_is_refused() {
+        assert_eq!(
+            SecretsRing::from_text("# nothing\n").err(),
+            Some(SealError::Empty)
+        );
+        assert!(matches!(
+            SecretsRing::from_text("abc notbase64"),
+            Err(SealError::Malformed(_))
+        ));
+        let text = SecretsRing::generate().unwrap().to_text();
+        let tampered = text.replacen(char::is_alphanumeric, "0", 1);
+        let _ = SecretsRing::from_text(&tampered); // either refused or a different, valid name
+    }
+}
