@@ -126,7 +126,6 @@ impl Authenticator {
         let mut known = Vec::new();
         for Presentation { scheme, credential } in presentations {
             known.extend(credential.secrets().into_iter().map(str::to_string));
-            // A token is cached for these exact client credentials: a new secret, a new token.
             let fingerprint = credential.fingerprint();
             let name = &scheme.name;
             match (&scheme.scheme, credential) {
@@ -191,9 +190,13 @@ impl Authenticator {
                             wanted.push(extra);
                         }
                     }
+                    let issuer = match &endpoint {
+                        TokenEndpoint::Url(url) | TokenEndpoint::Discovery(url) => url.clone(),
+                    };
                     parts.push(Part::OAuth(OAuthClient {
+                        // Cached for this client, secret, server and scopes only.
                         cache_key: format!(
-                            "{cache_scope}/{name}/{client_id}/{fingerprint}/{}",
+                            "{cache_scope}/{name}/{client_id}/{fingerprint}/{issuer}/{}",
                             wanted.join(" ")
                         ),
                         endpoint,

@@ -472,6 +472,19 @@ async fn oauth_client_credentials_are_fetched_cached_renewed_once_and_refusals_a
     );
     assert_eq!(events(&run), ["probe-finished"]);
     assert_eq!(gate(&server, &callee, "1.0").await, "lifecycle-trusted");
+
+    // A token URL the outbound policy refuses (a private address; only loopback is allowed
+    // here) is never asked.
+    let private = json!({"kind": "oauth2-client-credentials", "client_id": CLIENT_ID,
+        "client_secret": CLIENT_SECRET, "token_url": "http://10.255.255.1/token"});
+    set(&server, &callee, "oauth", private).await;
+    let run = probe(&server, &callee, "1.0").await;
+    let (outcome, message) = auth(&run);
+    assert_eq!(outcome, "fail", "{run:#}");
+    assert!(
+        message.contains("10.255.255.1") && message.contains("does not connect to"),
+        "{message}"
+    );
     let shown = everything_shown(&server, &callee).await;
     assert!(!shown.contains(CLIENT_SECRET) && !shown.contains("cgtest-not-the-secret"));
     server.stop().await;
