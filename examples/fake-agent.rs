@@ -69,6 +69,7 @@ async fn main() -> std::io::Result<()> {
         tenant: None,
         grpc: args.grpc,
         bearer: args.bearer,
+        extended_card: false,
     };
     let agent = FakeAgent::start_on(&args.listen, config, args.behaviour).await?;
     println!(

@@ -161,7 +161,11 @@ async fn receive(
 }
 
 /// The `--credentials` file, read and checked against the card's schemes.
-fn credentials_of(args: &ProbeArgs, card: &NormalizedCard) -> Result<probe::Credentials, String> {
+fn credentials_of(
+    args: &ProbeArgs,
+    outbound: &Outbound,
+    card: &NormalizedCard,
+) -> Result<probe::Credentials, String> {
     let Some(path) = &args.credentials else {
         return Ok(probe::Credentials::default());
     };
@@ -181,7 +185,12 @@ fn credentials_of(args: &ProbeArgs, card: &NormalizedCard) -> Result<probe::Cred
     Ok(probe::Credentials {
         configured,
         scope: "cli".into(),
-        ..probe::Credentials::default()
+        tokens: Default::default(),
+        // An extended card is judged as the public card was: same discovery, same pins.
+        cards: Some(probe::CardCheck {
+            discovery: Discovery::new(outbound.clone(), args.outbound.discovery()),
+            trusted_keys: read_keys(args)?,
+        }),
     })
 }
 
@@ -214,7 +223,7 @@ async fn run_inner(args: ProbeArgs) -> Result<ExitCode, String> {
         return Ok(ExitCode::from(1));
     };
     let versions = versions_to_probe(&card, only)?;
-    let credentials = credentials_of(&args, &card)?;
+    let credentials = credentials_of(&args, &outbound, &card)?;
 
     let webhook = Webhook::serve(&args).await?;
     let settings = ProbeSettings {

@@ -83,6 +83,8 @@ pub struct ProbeFacts {
     pub capabilities: BTreeMap<Capability, CapabilityOutcome>,
     /// Credentials kept the probe from the callee: why (the lifecycle is then unknown).
     pub unexercised: Option<String>,
+    /// The sha256 of the authenticated extended card the probe judged capabilities by.
+    pub extended_card: Option<String>,
 }
 
 /// The subject's folded ledger state and the ledger position it was folded up to.
@@ -380,6 +382,14 @@ fn capability(
             format!("no interface offers {}", posture.caller_version),
         );
     };
+    // A capability the extended card offers authenticated callers, and the probe judged.
+    let extended = input
+        .probe
+        .as_ref()
+        .filter(|p| p.extended_card.is_some() && p.capabilities.contains_key(&cap));
+    if let Some(probe) = extended.filter(|_| !interface.advertised.contains(&cap)) {
+        return probed(id, cap, probe);
+    }
     if !interface.advertised.contains(&cap) {
         let why = if cap == Capability::StateTransitionHistory && !interface.version.is_pre_1_0() {
             " (A2A v1.0 removed it; only v0.2/v0.3 cards can advertise it)"
@@ -425,8 +435,24 @@ fn capability(
     probed(id, cap, probe)
 }
 
-/// What the probe found of an advertised `cap` it covered.
+/// What the probe found of an advertised `cap` it covered (and by which card, when it was
+/// the authenticated extended one).
 fn probed(id: String, cap: Capability, probe: &ProbeFacts) -> Condition {
+    let condition = probed_as_declared(id, cap, probe);
+    match &probe.extended_card {
+        Some(sha256) => Condition {
+            reason: format!(
+                "{}, as the authenticated extended card (sha256 {}) declares it",
+                condition.reason,
+                &sha256[..16.min(sha256.len())]
+            ),
+            ..condition
+        },
+        None => condition,
+    }
+}
+
+fn probed_as_declared(id: String, cap: Capability, probe: &ProbeFacts) -> Condition {
     let run = probe.probe_run_id;
     match probe.capabilities.get(&cap) {
         Some(CapabilityOutcome::Passed) => cond(id, Pass, format!("probe {run} verified {cap}")),

@@ -108,6 +108,10 @@ pub struct FakeAgentConfig {
     /// Require `Authorization: Bearer <token>` on every A2A call, HTTP and gRPC alike (401,
     /// `UNAUTHENTICATED`); the card declares the scheme as `bearer`. The card stays public.
     pub bearer: Option<String>,
+    /// The card says it has an authenticated extended card (`extendedAgentCard`), and
+    /// GetExtendedAgentCard answers one, signed like the public card, that also advertises
+    /// streaming (which the public card may not).
+    pub extended_card: bool,
 }
 
 impl Default for FakeAgentConfig {
@@ -124,6 +128,7 @@ impl Default for FakeAgentConfig {
             tenant: None,
             grpc: false,
             bearer: None,
+            extended_card: false,
         }
     }
 }
@@ -340,6 +345,9 @@ fn build_card(
     let description = description.unwrap_or("cardgate's scriptable fake agent");
     let only_v03 = config.versions.iter().all(|v| v.starts_with("0."));
     let mut caps = json!({"streaming": config.streaming, "pushNotifications": config.push});
+    if config.extended_card && !only_v03 {
+        caps["extendedAgentCard"] = true.into();
+    }
     let card = if only_v03 {
         if config.state_transition_history {
             caps["stateTransitionHistory"] = true.into();
@@ -375,6 +383,9 @@ fn build_card(
         })
     };
     let mut card = card;
+    if config.extended_card && only_v03 {
+        card["supportsAuthenticatedExtendedCard"] = true.into();
+    }
     if config.bearer.is_some() {
         if only_v03 {
             card["securitySchemes"] = json!({"bearer": {"type": "http", "scheme": "bearer"}});
@@ -493,6 +504,17 @@ async fn call(s: Arc<Shared>, method: &str, params: &Value, v1: bool) -> Reply {
         tokio::time::sleep(SLOW_ANSWER).await;
     }
     match (method, v1) {
+        ("GetExtendedAgentCard", true) | ("agent/getAuthenticatedExtendedCard", false) => {
+            if !s.config.extended_card {
+                return Reply::Error(-32007, "Extended agent card not configured");
+            }
+            let extended = FakeAgentConfig {
+                streaming: true,
+                ..s.config.clone()
+            };
+            let description = "cardgate's scriptable fake agent, as authenticated callers see it";
+            Reply::Result(build_card(&s.origin, &extended, &s.key, Some(description)))
+        }
         ("SendMessage", true) | ("message/send", false) => {
             let non_blocking = if v1 {
                 params["configuration"]["returnImmediately"].as_bool() == Some(true)

@@ -18,7 +18,7 @@ use crate::domain::credential::{Credential, StoredCredential};
 use crate::domain::ids::CalleeId;
 use crate::domain::secrets::{SealError, SecretsRing};
 use crate::domain::time::Timestamp;
-use crate::service::probe::Credentials;
+use crate::service::probe::{CardCheck, Credentials};
 use crate::storage::Store;
 
 /// The longest scheme name accepted (a card's `securitySchemes` key).
@@ -324,9 +324,14 @@ pub async fn for_probe(services: &Services, callee_id: CalleeId) -> anyhow::Resu
             .with_context(|| format!("opening the credential for scheme `{}`", s.scheme))?;
         configured.insert(s.scheme.clone(), credential);
     }
+    let trusted_keys = services.store.callee(callee_id).await?.trusted_keys;
     Ok(Credentials {
         configured,
         tokens: services.tokens.clone(),
         scope: callee_id.to_string(),
+        cards: Some(CardCheck {
+            discovery: services.discovery.clone(),
+            trusted_keys,
+        }),
     })
 }

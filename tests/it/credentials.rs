@@ -1034,3 +1034,106 @@ fn python_judged_on_its_wire(out: &std::process::Output, context: &str) {
         assert!(!stderr.contains(secret) && !report.to_string().contains(secret));
     }
 }
+
+/// The authenticated extended card: the fake agent's public card advertises no streaming and
+/// says it has an extended card, behind a bearer token. With the token, the probe fetches the
+/// extended card (v1.0 `GetExtendedAgentCard`, v0.3 `agent/getAuthenticatedExtendedCard`),
+/// verifies its signature, and judges streaming, which only the extended card declares;
+/// a decision that requires streaming names the card it was judged by.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_extended_card_is_fetched_with_the_credentials_verified_and_judged_by() {
+    use cardgate::fake_agent::{Behaviour, FakeAgent, FakeAgentConfig};
+    let db = TestDb::sqlite().await;
+    let server = TestServer::start(db.target.clone()).await;
+    for version in ["1.0", "0.3"] {
+        let agent = FakeAgent::start(
+            FakeAgentConfig {
+                versions: vec![if version == "1.0" { "1.0" } else { "0.3" }],
+                streaming: false,
+                bearer: Some(TOKEN.into()),
+                extended_card: true,
+                ..FakeAgentConfig::default()
+            },
+            Behaviour::Conformant,
+        )
+        .await
+        .unwrap();
+        let callee = register(&server, &agent.origin(), json!({})).await;
+        // Without the token nothing is fetched, the extended card included.
+        let run = probe(&server, &callee, version).await;
+        assert_eq!(
+            finding(&run, "PROBE-EXTENDED-CARD")["status"],
+            "not-exercised"
+        );
+
+        set(
+            &server,
+            &callee,
+            "bearer",
+            json!({"kind": "bearer", "token": TOKEN}),
+        )
+        .await;
+        let run = probe(&server, &callee, version).await;
+        let extended = finding(&run, "PROBE-EXTENDED-CARD");
+        assert_eq!(extended["status"], "pass", "{version}: {run:#}");
+        assert!(
+            extended["message"].as_str().unwrap().contains("verified"),
+            "{extended:#}"
+        );
+        assert_eq!(
+            run["capabilities"]["streaming"]["status"], "passed",
+            "{version}: {:#}",
+            run["capabilities"]
+        );
+        assert_eq!(finding(&run, "CAP-STREAMING")["status"], "pass");
+        assert_eq!(
+            events(&run),
+            ["probe-finished", "promoted"],
+            "{:#}",
+            run["verdict"]
+        );
+        let answer = decision(
+            &server,
+            &callee,
+            &format!("caller_version={version}&requires=streaming"),
+        )
+        .await;
+        let streaming = condition(&answer, "capability:streaming");
+        assert_eq!(streaming["status"], "pass", "{answer:#}");
+        assert!(
+            streaming["reason"]
+                .as_str()
+                .unwrap()
+                .contains("authenticated extended card"),
+            "{streaming:#}"
+        );
+        agent.stop();
+    }
+    // Over gRPC it is not fetched yet, and the finding says so; the public card stands.
+    let agent = FakeAgent::start(
+        FakeAgentConfig {
+            grpc: true,
+            streaming: false,
+            bearer: Some(TOKEN.into()),
+            extended_card: true,
+            ..FakeAgentConfig::default()
+        },
+        Behaviour::Conformant,
+    )
+    .await
+    .unwrap();
+    let callee = register(&server, &agent.origin(), json!({})).await;
+    set(
+        &server,
+        &callee,
+        "bearer",
+        json!({"kind": "bearer", "token": TOKEN}),
+    )
+    .await;
+    let run = probe(&server, &callee, "1.0").await;
+    let extended = finding(&run, "PROBE-EXTENDED-CARD");
+    assert_eq!(extended["status"], "not-exercised", "{run:#}");
+    assert!(extended["message"].as_str().unwrap().contains("gRPC"));
+    assert_eq!(run["capabilities"]["streaming"]["status"], "not-advertised");
+    server.stop().await;
+}

@@ -705,6 +705,7 @@ fn passing_judgement() -> cardgate::domain::probe::Judgement {
             lifecycle: Ok(()),
             untimestamped: Vec::new(),
             unexercised: None,
+            extended_card: None,
         },
     }
 }

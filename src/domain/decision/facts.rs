@@ -30,6 +30,8 @@ pub struct VerdictFacts {
     pub untimestamped: Vec<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub unexercised: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub extended_card: Option<String>,
 }
 
 impl From<&Judgement> for JudgementFacts {
@@ -39,6 +41,7 @@ impl From<&Judgement> for JudgementFacts {
                 lifecycle: j.verdict.lifecycle.clone(),
                 untimestamped: j.verdict.untimestamped.clone(),
                 unexercised: j.verdict.unexercised.clone(),
+                extended_card: j.verdict.extended_card.clone(),
             },
             capabilities: j.capabilities.clone(),
         }
@@ -55,6 +58,7 @@ impl JudgementFacts {
             untimestamped: self.verdict.untimestamped,
             capabilities: self.capabilities,
             unexercised: self.verdict.unexercised,
+            extended_card: self.verdict.extended_card,
         }
     }
 }

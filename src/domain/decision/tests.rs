@@ -87,6 +87,7 @@ fn probe(
         untimestamped: untimestamped.iter().map(|s| s.to_string()).collect(),
         capabilities: caps.iter().cloned().collect(),
         unexercised: None,
+        extended_card: None,
     }
 }
 
@@ -277,6 +278,16 @@ fn cases() -> Vec<(&'static str, Posture, Tweak, &'static str, ConditionStatus)>
             |i| i.card = Some(card(vec![interface("1.0", true, &[])])),
             "capability:streaming",
             Fail,
+        ),
+        (
+            "a capability only the extended card advertises passes when the probe judged by it",
+            strict(),
+            |i| {
+                i.card = Some(card(vec![interface("1.0", true, &[])]));
+                i.probe.as_mut().unwrap().extended_card = Some("ab".repeat(32));
+            },
+            "capability:streaming",
+            Pass,
         ),
         (
             "advertised but never probed is unknown",

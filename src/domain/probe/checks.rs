@@ -9,9 +9,9 @@ use std::collections::{BTreeMap, BTreeSet};
 use super::events::is_utc_z;
 use super::rule::Rule;
 use super::{
-    AccessBlock, Channel, EndedCancel, EndedResubscribe, Finding, FindingStatus, Judgement, Level,
-    Observations, PushRun, Source, Spelling, StreamEnd, StreamRun, TaskRole, TaskState, Transition,
-    Verdict,
+    AccessBlock, Channel, EndedCancel, EndedResubscribe, ExtendedCard, Finding, FindingStatus,
+    Judgement, Level, Observations, PushRun, Source, Spelling, StreamEnd, StreamRun, TaskRole,
+    TaskState, Transition, Verdict,
 };
 use crate::domain::capability::Capability;
 use crate::domain::capability::CapabilityOutcome;
@@ -35,6 +35,7 @@ pub fn evaluate(
         .collect();
     let mut findings = vec![
         auth(obs),
+        extended_card(obs),
         task_created(obs),
         full_lifecycle(obs, &lifecycle),
         timestamps(obs),
@@ -149,6 +150,7 @@ fn unexercised(
         lifecycle: Err(format!("{}: {reason}", Rule::Auth)),
         untimestamped: Vec::new(),
         unexercised: Some(reason),
+        extended_card: None,
     };
     Judgement {
         findings,
@@ -169,6 +171,35 @@ fn auth(obs: &Observations) -> Finding {
             Rule::Auth,
             Pass,
             "the card requires no credentials, and the agent answered without",
+        ),
+    }
+}
+
+/// `PROBE-EXTENDED-CARD`: a SHOULD, since the public card is still judged when the extended
+/// one is unusable.
+fn extended_card(obs: &Observations) -> Finding {
+    const CODE: Rule = Rule::ExtendedCard;
+    match &obs.extended_card {
+        None => finding(
+            CODE,
+            NotExercised,
+            "the card offers no authenticated extended card",
+        ),
+        Some(ExtendedCard::Skipped { reason }) => finding(CODE, NotExercised, reason.clone()),
+        Some(ExtendedCard::Refused { reason }) => finding(
+            CODE,
+            Fail,
+            format!("{reason}; capabilities were judged as the public card declares them"),
+        ),
+        Some(ExtendedCard::Used {
+            sha256, signature, ..
+        }) => finding(
+            CODE,
+            Pass,
+            format!(
+                "fetched with the credentials (sha256 {}, signature {signature}); capabilities were judged as it declares them",
+                &sha256[..16.min(sha256.len())]
+            ),
         ),
     }
 }
@@ -1394,6 +1425,10 @@ fn verdict(findings: &[Finding], obs: &Observations) -> Verdict {
         lifecycle,
         untimestamped: untimestamped(obs),
         unexercised: None,
+        extended_card: match &obs.extended_card {
+            Some(ExtendedCard::Used { sha256, .. }) => Some(sha256.clone()),
+            _ => None,
+        },
     }
 }
 

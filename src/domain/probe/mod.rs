@@ -390,6 +390,29 @@ pub struct Observations {
     /// How the probe authenticated, and whether credentials stopped it.
     #[serde(default, skip_serializing_if = "Access::is_anonymous")]
     pub access: Access,
+    /// The authenticated extended card, when the card offers one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub extended_card: Option<ExtendedCard>,
+}
+
+/// What became of the authenticated extended card a card offers.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "status", rename_all = "kebab-case")]
+pub enum ExtendedCard {
+    /// Not asked for: no credentials were presented, or the binding cannot carry the call.
+    Skipped { reason: String },
+    /// Asked for, and not usable: an error answer, a card that does not parse or whose
+    /// signature does not verify. Capabilities are judged as the public card declares them.
+    Refused { reason: String },
+    /// Fetched and trusted: capabilities are judged as it declares them.
+    Used {
+        /// Of its JSON as answered.
+        sha256: String,
+        /// Its signature verdict, in words.
+        signature: String,
+        /// The card as answered: stored with the run, a snapshot of its own.
+        card: Value,
+    },
 }
 
 /// How a cycle authenticated to the callee (scheme names only, never a secret).
@@ -534,6 +557,10 @@ pub struct Verdict {
     /// nothing of its lifecycle (`unknown`), which is not a failure.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub unexercised: Option<String>,
+    /// The sha256 of the authenticated extended card whose capabilities were judged, when
+    /// one was (decisions name it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub extended_card: Option<String>,
 }
 
 /// Findings, capability results and verdict of one cycle.

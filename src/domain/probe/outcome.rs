@@ -83,6 +83,7 @@ mod tests {
                 lifecycle: Ok(()),
                 untimestamped: Vec::new(),
                 unexercised: None,
+                extended_card: None,
             },
         }
     }

@@ -13,6 +13,8 @@ use crate::domain::version::ProtocolVersion;
 pub enum Rule {
     #[serde(rename = "PROBE-AUTH")]
     Auth,
+    #[serde(rename = "PROBE-EXTENDED-CARD")]
+    ExtendedCard,
     #[serde(rename = "LC-TASK-CREATED")]
     TaskCreated,
     #[serde(rename = "LC-FULL-LIFECYCLE")]
@@ -59,8 +61,9 @@ pub enum Rule {
 
 impl Rule {
     /// Every rule, in the order a cycle reports them (capabilities last).
-    pub const ALL: [Rule; 22] = [
+    pub const ALL: [Rule; 23] = [
         Rule::Auth,
+        Rule::ExtendedCard,
         Rule::TaskCreated,
         Rule::FullLifecycle,
         Rule::Timestamps,
@@ -87,6 +90,7 @@ impl Rule {
     pub fn code(self) -> &'static str {
         match self {
             Rule::Auth => "PROBE-AUTH",
+            Rule::ExtendedCard => "PROBE-EXTENDED-CARD",
             Rule::TaskCreated => "LC-TASK-CREATED",
             Rule::FullLifecycle => "LC-FULL-LIFECYCLE",
             Rule::Timestamps => "LC-TIMESTAMPS",
@@ -134,7 +138,8 @@ impl Rule {
             | Rule::GetAgrees
             | Rule::WellFormed
             | Rule::InputRequired => Level::Must,
-            Rule::TerminalCancel
+            Rule::ExtendedCard
+            | Rule::TerminalCancel
             | Rule::Resubscribe
             | Rule::WireVersion
             | Rule::Cancel
@@ -169,6 +174,9 @@ impl Rule {
         match self {
             Rule::Auth => {
                 "the probe presents the credentials the card requires, and the agent accepts them"
+            }
+            Rule::ExtendedCard => {
+                "an offered authenticated extended card is fetched with the credentials and verifies"
             }
             Rule::TaskCreated => "the first message creates a task",
             Rule::FullLifecycle => "the task goes submitted → working → terminal",

@@ -88,6 +88,8 @@ impl Dialect {
             Op::SetPush(_) => "tasks/pushNotificationConfig/set",
             Op::Subscribe(_) if v1 => "SubscribeToTask",
             Op::Subscribe(_) => "tasks/resubscribe",
+            Op::ExtendedCard if v1 => "GetExtendedAgentCard",
+            Op::ExtendedCard => "agent/getAuthenticatedExtendedCard",
         }
     }
 }

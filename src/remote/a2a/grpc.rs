@@ -24,6 +24,12 @@ impl GrpcBinding {
         op: &Op,
         params: Value,
     ) -> (u32, Answer) {
+        if matches!(op, Op::ExtendedCard) {
+            // The trimmed `lf.a2a.v1` proto has no AgentCard messages yet.
+            let call = ctx.transcript.skip();
+            let why = "cardgate does not fetch the extended card over gRPC yet";
+            return (call, Answer::Broken(why.into()));
+        }
         let Some(method) = unary_method(op) else {
             let call = ctx.transcript.skip();
             return (call, Answer::Broken("a stream is not a unary call".into()));
@@ -146,7 +152,7 @@ fn unary_method(op: &Op) -> Option<Method> {
         Op::Get(..) => Some(Method::GetTask),
         Op::Cancel(_) => Some(Method::CancelTask),
         Op::SetPush(_) => Some(Method::CreateTaskPushNotificationConfig),
-        Op::Stream | Op::Subscribe(_) => None,
+        Op::Stream | Op::Subscribe(_) | Op::ExtendedCard => None,
     }
 }
 
@@ -154,7 +160,7 @@ fn stream_kind(op: &Op) -> Option<StreamKind> {
     match op {
         Op::Stream => Some(StreamKind::SendStreamingMessage),
         Op::Subscribe(_) => Some(StreamKind::SubscribeToTask),
-        Op::Send | Op::Get(..) | Op::Cancel(_) | Op::SetPush(_) => None,
+        Op::Send | Op::Get(..) | Op::Cancel(_) | Op::SetPush(_) | Op::ExtendedCard => None,
     }
 }
 

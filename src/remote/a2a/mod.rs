@@ -188,6 +188,8 @@ enum Op {
     Cancel(String),
     SetPush(String),
     Subscribe(String),
+    /// The authenticated extended agent card.
+    ExtendedCard,
 }
 
 impl Op {
@@ -200,6 +202,7 @@ impl Op {
             Op::Cancel(_) => "CancelTask",
             Op::SetPush(_) => "CreateTaskPushNotificationConfig",
             Op::Subscribe(_) => "SubscribeToTask",
+            Op::ExtendedCard => "GetExtendedAgentCard",
         }
     }
 }
@@ -418,6 +421,12 @@ impl A2aClient {
         // transcript is readable by any reader key, so it never holds the token.
         self.transcript.redact(call, token);
         (call, answer)
+    }
+
+    /// GetExtendedAgentCard / agent/getAuthenticatedExtendedCard (HTTP+JSON
+    /// `GET /extendedAgentCard`): the card the agent shows authenticated callers.
+    pub async fn extended_card(&mut self, step: &str) -> (u32, Answer) {
+        self.call(step, Op::ExtendedCard, json!({})).await
     }
 
     /// SendStreamingMessage / message/stream. The caller reads the frames within `deadline`.

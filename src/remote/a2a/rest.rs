@@ -33,6 +33,7 @@ pub(super) fn route(op: &Op, params: Value) -> (Method, String, Option<Value>) {
             format!("/tasks/{}:subscribe", encode(id)),
             None,
         ),
+        Op::ExtendedCard => (Method::GET, "/extendedAgentCard".into(), None),
     }
 }
 

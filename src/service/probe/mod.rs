@@ -9,8 +9,10 @@ use std::time::Duration;
 
 use rand::RngCore;
 use serde_json::Value;
+use sha2::Digest;
 use url::Url;
 
+use super::discovery::Discovery;
 use super::require_callee;
 use super::{Missing, Queued, ServiceError, Services};
 use crate::domain::binding::Binding;
@@ -21,13 +23,13 @@ use crate::domain::gate::ProbeStart;
 use crate::domain::ids::{CalleeId, JobId, ProbeRunId};
 use crate::domain::job::{self, Job};
 use crate::domain::probe::{
-    AccessBlock, Judgement, Observations, ProbeRun, ProbeScript, PushDelivery, PushReceipt,
-    RunState, RunStatus, checks, outcome,
+    AccessBlock, ExtendedCard, Judgement, Observations, ProbeRun, ProbeScript, PushDelivery,
+    PushReceipt, RunState, RunStatus, checks, outcome,
 };
 use crate::domain::time::Timestamp;
 use crate::domain::version::ProtocolVersion;
 use crate::remote::Outbound;
-use crate::remote::a2a::{A2aClient, CallLimits, Exchange, Wire};
+use crate::remote::a2a::{A2aClient, Answer, CallLimits, Exchange, Wire};
 use crate::remote::auth::{Authenticator, Presentation, TokenCache, identity_refused};
 use crate::storage::{FinishedRun, Store, StoreError};
 
@@ -201,14 +203,65 @@ pub fn choose_interface(
     })
 }
 
-/// The credentials a cycle may present (scheme name → credential), and where the tokens it
-/// fetches are cached.
+/// The credentials a cycle may present (scheme name → credential), where the tokens it
+/// fetches are cached, and how the authenticated extended card they unlock is verified.
 #[derive(Clone, Default)]
 pub struct Credentials {
     pub configured: BTreeMap<String, Credential>,
     pub tokens: TokenCache,
     /// Names the callee in the token cache.
     pub scope: String,
+    /// Verifies an extended card as the public one was; `None`: none is fetched.
+    pub cards: Option<CardCheck>,
+}
+
+/// How a card fetched during a probe is judged: as discovery judges the public card, with the
+/// callee's pinned keys if it has any.
+#[derive(Clone)]
+pub struct CardCheck {
+    pub discovery: Discovery,
+    pub trusted_keys: Option<Value>,
+}
+
+/// Fetches the authenticated extended card with the credentials, and judges it like the
+/// public card.
+async fn extended_card(
+    client: &mut A2aClient,
+    check: &CardCheck,
+    url: &Url,
+) -> (ExtendedCard, Option<NormalizedCard>) {
+    let refused = |reason: String| (ExtendedCard::Refused { reason }, None);
+    let value = match client.extended_card("extended card").await.1 {
+        Answer::Result(value) => value,
+        Answer::Error { code, message } => {
+            return refused(format!(
+                "GetExtendedAgentCard answered error {code}: {message}"
+            ));
+        }
+        Answer::Broken(why) if why.contains("does not fetch") => {
+            return (ExtendedCard::Skipped { reason: why }, None);
+        }
+        Answer::Broken(why) => return refused(format!("GetExtendedAgentCard: {why}")),
+    };
+    let bytes = serde_json::to_vec(&value).unwrap_or_default();
+    let assessment = check
+        .discovery
+        .assess(url, &bytes, check.trusted_keys.as_ref())
+        .await;
+    match assessment.card.filter(|_| assessment.trusted) {
+        Some(card) => (
+            ExtendedCard::Used {
+                sha256: hex::encode(sha2::Sha256::digest(&bytes)),
+                signature: assessment.signature.status().to_string(),
+                card: value,
+            },
+            Some(card),
+        ),
+        None => refused(format!(
+            "the extended card is not trusted: {}",
+            assessment.problem.unwrap_or_default()
+        )),
+    }
 }
 
 impl Credentials {
@@ -364,16 +417,41 @@ pub async fn probe_interface(
     ));
     let (mut client, auth, presented) = match presented {
         None => (
-            A2aClient::new(outbound.clone(), url, wire, version, settings.limits),
+            A2aClient::new(
+                outbound.clone(),
+                url.clone(),
+                wire,
+                version,
+                settings.limits,
+            ),
             None,
             None,
         ),
         Some((auth, outbound, how)) => (
-            A2aClient::new(outbound, url, wire, version, settings.limits).with_auth(auth.clone()),
+            A2aClient::new(outbound, url.clone(), wire, version, settings.limits)
+                .with_auth(auth.clone()),
             Some(auth),
             Some(how),
         ),
     };
+    // The extended card, for authenticated callers only: fetched when credentials are
+    // presented, and judged by in place of the public card's capabilities.
+    let mut advertised = advertised;
+    let mut extended = None;
+    if card.capabilities.extended_agent_card {
+        extended = Some(match (&auth, &credentials.cards) {
+            (Some(_), Some(check)) => {
+                let (outcome, card) = extended_card(&mut client, check, &url).await;
+                if let Some(card) = card {
+                    advertised = card.advertised_for(version);
+                }
+                outcome
+            }
+            _ => ExtendedCard::Skipped {
+                reason: "the card offers an extended card to authenticated callers, and no credentials are presented".into(),
+            },
+        });
+    }
     let target = Target {
         advertised: &advertised,
         script,
@@ -402,6 +480,7 @@ pub async fn probe_interface(
         )
     });
     observations.access.presented = presented;
+    observations.extended_card = extended;
     let refused = client.refused().map(str::to_string).or_else(|| {
         auth.as_ref()
             .filter(|a| a.identity().is_some())

@@ -1125,3 +1125,42 @@ fn a_cycle_that_presented_credentials_says_which_and_an_anonymous_one_says_none_
             .contains("requires no credentials")
     );
 }
+
+#[test]
+fn the_extended_card_finding_says_what_became_of_it() {
+    let judged = |extended: Option<ExtendedCard>| {
+        let mut obs = conformant();
+        obs.o.extended_card = extended;
+        obs.judge("1.0", &STREAM_PUSH)
+    };
+    let j = judged(None);
+    assert_eq!(
+        status(&j, "PROBE-EXTENDED-CARD").status,
+        FindingStatus::NotExercised
+    );
+    assert_eq!(j.verdict.extended_card, None);
+    let j = judged(Some(ExtendedCard::Refused {
+        reason: "the extended card is not trusted: bad signature".into(),
+    }));
+    assert_eq!(
+        status(&j, "PROBE-EXTENDED-CARD").status,
+        FindingStatus::Fail
+    );
+    assert!(
+        j.verdict.passed,
+        "a SHOULD: the public card's capabilities stand"
+    );
+    let j = judged(Some(ExtendedCard::Used {
+        sha256: "cd".repeat(32),
+        signature: "verified".into(),
+        card: serde_json::json!({}),
+    }));
+    assert_eq!(
+        status(&j, "PROBE-EXTENDED-CARD").status,
+        FindingStatus::Pass
+    );
+    assert_eq!(
+        j.verdict.extended_card.as_deref(),
+        Some("cd".repeat(32).as_str())
+    );
+}
