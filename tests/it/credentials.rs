@@ -542,24 +542,56 @@ async fn cardgate_probe_presents_openid_connect_credentials_from_a_file() {
     }
 }
 
+/// The SDK's agent behind a mutual-TLS front (its card declaring the scheme): connections with
+/// a client certificate from the test CA reach it, the others only its public card. Also the
+/// fronts (kept alive) and the certificates.
+struct MutualTls {
+    _agent: SdkAgent,
+    tls: TlsFront,
+    _fronts: (AuthFront, AuthFront),
+    identity: crate::support::tls::ClientIdentity,
+}
+
+async fn behind_mutual_tls(sdk: Sdk) -> Option<MutualTls> {
+    let mut tls = TlsFront::bind_mutual().await;
+    let scheme = security("mtls", json!({"mtlsSecurityScheme": {}}), &[]);
+    let agent = SdkAgent::start_with(sdk, Some(&tls.origin), &["--security", &scheme]).await?;
+    let (card_only, authenticated) = (
+        AuthFront::start(Guard::Nobody).await,
+        AuthFront::start(Guard::Anyone).await,
+    );
+    card_only.forward_to(&agent.origin);
+    authenticated.forward_to(&agent.origin);
+    tls.forward_split(authenticated.addr, card_only.addr);
+    let identity = tls.client.take().unwrap();
+    Some(MutualTls {
+        _agent: agent,
+        tls,
+        _fronts: (card_only, authenticated),
+        identity,
+    })
+}
+
+/// `cardgate probe <origin> --json --version 1.0 --credentials <file>`, trusting `ca_pem`.
+async fn probe_with_file(origin: &str, file: &str, ca_pem: &str) -> std::process::Output {
+    let dir = tempfile::tempdir().unwrap();
+    let ca = dir.path().join("ca.pem");
+    std::fs::write(&ca, ca_pem).unwrap();
+    let ca = ca.display().to_string();
+    let args = [origin, "--json", "--version", "1.0", "--credentials", file];
+    crate::cli::cardgate_probe_with(&args, &[("CARDGATE_OUTBOUND_CA_FILE", &ca)]).await
+}
+
 /// Mutual TLS: the JS SDK's agent behind a TLS front that wants a client certificate from a
 /// test CA (its card stays public). Through the service: not exercised without one, refused
 /// with a certificate from another CA, promoted with its own; and `cardgate probe` alike.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn mutual_tls_is_presented_through_the_service_and_the_cli() {
-    let mut tls = TlsFront::bind_mutual().await;
-    let card_only = AuthFront::start(Guard::Nobody).await;
-    let scheme = security("mtls", json!({"mtlsSecurityScheme": {}}), &[]);
-    let Some(agent) =
-        SdkAgent::start_with(Sdk::Js, Some(&tls.origin), &["--security", &scheme]).await
-    else {
+    // Bound whole: the agent and fronts live as long as it does.
+    let Some(mtls) = behind_mutual_tls(Sdk::Js).await else {
         return;
     };
-    let authenticated = AuthFront::start(Guard::Anyone).await;
-    card_only.forward_to(&agent.origin);
-    authenticated.forward_to(&agent.origin);
-    tls.forward_split(authenticated.addr, card_only.addr);
-    let identity = tls.client.take().unwrap();
+    let (tls, identity) = (&mtls.tls, &mtls.identity);
 
     let db = TestDb::sqlite().await;
     let mut settings = test_settings(db.target.clone());
@@ -594,23 +626,9 @@ async fn mutual_tls_is_presented_through_the_service_and_the_cli() {
     server.stop().await;
 
     let dir = tempfile::tempdir().unwrap();
-    let ca = dir.path().join("ca.pem");
-    std::fs::write(&ca, &tls.ca_pem).unwrap();
     let file = dir.path().join("credentials.json");
     std::fs::write(&file, json!({ "mtls": own }).to_string()).unwrap();
-    let (ca, file) = (ca.display().to_string(), file.display().to_string());
-    let out = crate::cli::cardgate_probe_with(
-        &[
-            &tls.origin,
-            "--json",
-            "--version",
-            "1.0",
-            "--credentials",
-            &file,
-        ],
-        &[("CARDGATE_OUTBOUND_CA_FILE", &ca)],
-    )
-    .await;
+    let out = probe_with_file(&tls.origin, &file.display().to_string(), &tls.ca_pem).await;
     assert_eq!(
         out.status.code(),
         Some(0),
@@ -966,41 +984,16 @@ async fn cardgate_probe_presents_every_kind_to_the_python_sdk_agent() {
     }
 
     // Mutual TLS.
-    let mut tls = TlsFront::bind_mutual().await;
-    let scheme = security("mtls", json!({"mtlsSecurityScheme": {}}), &[]);
-    let Some(agent) =
-        SdkAgent::start_with(Sdk::Python, Some(&tls.origin), &["--security", &scheme]).await
-    else {
+    let Some(mtls) = behind_mutual_tls(Sdk::Python).await else {
         return;
     };
-    let (card_only, authenticated) = (
-        AuthFront::start(Guard::Nobody).await,
-        AuthFront::start(Guard::Anyone).await,
-    );
-    card_only.forward_to(&agent.origin);
-    authenticated.forward_to(&agent.origin);
-    tls.forward_split(authenticated.addr, card_only.addr);
-    let identity = tls.client.take().unwrap();
+    let (tls, identity) = (&mtls.tls, &mtls.identity);
     let file = write(
         "mtls.json",
         json!({"mtls": {"kind": "mtls", "certificate_pem": identity.certificate_pem,
             "private_key_pem": identity.private_key_pem}}),
     );
-    let ca = dir.path().join("ca.pem");
-    std::fs::write(&ca, &tls.ca_pem).unwrap();
-    let ca = ca.display().to_string();
-    let out = crate::cli::cardgate_probe_with(
-        &[
-            &tls.origin,
-            "--json",
-            "--version",
-            "1.0",
-            "--credentials",
-            &file,
-        ],
-        &[("CARDGATE_OUTBOUND_CA_FILE", &ca)],
-    )
-    .await;
+    let out = probe_with_file(&tls.origin, &file, &tls.ca_pem).await;
     python_judged_on_its_wire(&out, "mtls");
 }
 

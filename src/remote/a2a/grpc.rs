@@ -24,15 +24,16 @@ impl GrpcBinding {
         op: &Op,
         params: Value,
     ) -> (u32, Answer) {
-        if matches!(op, Op::ExtendedCard) {
-            // The trimmed `lf.a2a.v1` proto has no AgentCard messages yet.
-            let call = ctx.transcript.skip();
-            let why = "cardgate does not fetch the extended card over gRPC yet";
-            return (call, Answer::Broken(why.into()));
-        }
         let Some(method) = unary_method(op) else {
+            // A stream, or the extended card, whose AgentCard messages the proto lacks.
             let call = ctx.transcript.skip();
-            return (call, Answer::Broken("a stream is not a unary call".into()));
+            return (
+                call,
+                Answer::Broken(format!(
+                    "{} is not a unary call cardgate makes over gRPC",
+                    op.name()
+                )),
+            );
         };
         let (call, started, channel) = match self.open(ctx, step, method.name(), &params).await {
             Ok(opened) => opened,
