@@ -124,7 +124,8 @@ impl SecretsRing {
         &self.keys[0].kid
     }
 
-    pub fn kids(&self) -> Vec<&str> {
+    #[cfg(test)]
+    fn kids(&self) -> Vec<&str> {
         self.keys.iter().map(|k| k.kid.as_str()).collect()
     }
 
@@ -153,7 +154,8 @@ impl SecretsRing {
     }
 
     /// The key id a sealed value names, if it is well formed.
-    pub fn kid_of(sealed: &str) -> Option<&str> {
+    #[cfg(test)]
+    fn kid_of(sealed: &str) -> Option<&str> {
         let mut parts = sealed.splitn(3, '.');
         (parts.next()? == VERSION).then_some(())?;
         parts.next()

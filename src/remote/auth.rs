@@ -238,33 +238,15 @@ impl Authenticator {
     ) -> Result<reqwest::RequestBuilder, String> {
         let (client, request) = request.build_split();
         let mut request = request.map_err(|e| format!("the request cannot be built: {e}"))?;
-        let mut cookies = Vec::new();
-        for part in &self.parts {
-            match part {
-                Part::Header(name, value) => {
-                    request
-                        .headers_mut()
-                        .insert(name.clone(), header_value(value)?);
-                }
-                Part::Query(name, value) => {
-                    request
-                        .url_mut()
-                        .query_pairs_mut()
-                        .append_pair(name, value.expose());
-                }
-                Part::Cookie(name, value) => cookies.push(format!("{name}={}", value.expose())),
-                Part::OAuth(client) => {
-                    let token = self.token(outbound, client).await?;
-                    let value = Secret::new(format!("Bearer {}", token.expose()));
-                    request
-                        .headers_mut()
-                        .insert(AUTHORIZATION, header_value(&value)?);
-                }
-            }
+        let (headers, query) = self.resolve(outbound).await?;
+        for (name, value) in headers {
+            request.headers_mut().insert(name, header_value(&value)?);
         }
-        if !cookies.is_empty() {
-            let value = Secret::new(cookies.join("; "));
-            request.headers_mut().insert(COOKIE, header_value(&value)?);
+        for (name, value) in query {
+            request
+                .url_mut()
+                .query_pairs_mut()
+                .append_pair(name, value.expose());
         }
         Ok(reqwest::RequestBuilder::from_parts(client, request))
     }
@@ -272,30 +254,41 @@ impl Authenticator {
     /// The credentials as gRPC metadata (header name, value). An API key in the query has
     /// no place in a gRPC call.
     pub async fn metadata(&self, outbound: &Outbound) -> Result<Vec<(String, Secret)>, String> {
-        let mut out = Vec::new();
-        let mut cookies = Vec::new();
+        let (headers, query) = self.resolve(outbound).await?;
+        if let Some((name, _)) = query.first() {
+            return Err(format!(
+                "the card puts API key `{name}` in the query, which a gRPC call does not have"
+            ));
+        }
+        Ok(headers
+            .into_iter()
+            .map(|(name, value)| (name.as_str().to_string(), value))
+            .collect())
+    }
+
+    /// What every call carries, whichever binding: headers (the cookies joined into one, an
+    /// OAuth token fetched or taken from the cache), and query parameters.
+    async fn resolve(
+        &self,
+        outbound: &Outbound,
+    ) -> Result<(Vec<(HeaderName, Secret)>, Vec<(&str, &Secret)>), String> {
+        let (mut headers, mut query, mut cookies) = (Vec::new(), Vec::new(), Vec::new());
         for part in &self.parts {
             match part {
-                Part::Header(name, value) => out.push((name.as_str().to_string(), value.clone())),
-                Part::Query(name, _) => {
-                    return Err(format!(
-                        "the card puts API key `{name}` in the query, which a gRPC call does not have"
-                    ));
-                }
+                Part::Header(name, value) => headers.push((name.clone(), value.clone())),
+                Part::Query(name, value) => query.push((name.as_str(), value)),
                 Part::Cookie(name, value) => cookies.push(format!("{name}={}", value.expose())),
                 Part::OAuth(client) => {
                     let token = self.token(outbound, client).await?;
-                    out.push((
-                        "authorization".into(),
-                        Secret::new(format!("Bearer {}", token.expose())),
-                    ));
+                    let value = Secret::new(format!("Bearer {}", token.expose()));
+                    headers.push((AUTHORIZATION, value));
                 }
             }
         }
         if !cookies.is_empty() {
-            out.push(("cookie".into(), Secret::new(cookies.join("; "))));
+            headers.push((COOKIE, Secret::new(cookies.join("; "))));
         }
-        Ok(out)
+        Ok((headers, query))
     }
 
     /// After a 401: forgets the cached tokens, and says whether a retry with fresh ones may
@@ -321,11 +314,6 @@ impl Authenticator {
             }
         }
         out
-    }
-
-    /// Every secret value presented so far, for redacting what the caller records.
-    pub fn secrets(&self) -> Vec<String> {
-        self.known.lock().unwrap_or_else(|e| e.into_inner()).clone()
     }
 
     /// A token for `client`: the cached one while fresh, else a new one.

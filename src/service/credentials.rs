@@ -42,10 +42,6 @@ impl SecretsKey {
         })
     }
 
-    pub fn path(&self) -> &Path {
-        &self.path
-    }
-
     fn ring(&self) -> Arc<SecretsRing> {
         self.ring.read().unwrap_or_else(|e| e.into_inner()).clone()
     }
@@ -156,6 +152,11 @@ impl From<&StoredCredential> for CredentialInfo {
 /// Checks a credential on its own, then against the scheme of that name on `card`.
 pub fn check(card: &NormalizedCard, scheme: &str, credential: &Credential) -> Result<(), String> {
     check_alone(scheme, credential)?;
+    fits_card(card, scheme, credential)
+}
+
+/// Checks a credential (already checked on its own) against the card's scheme of that name.
+fn fits_card(card: &NormalizedCard, scheme: &str, credential: &Credential) -> Result<(), String> {
     let declared = &card.security.schemes;
     let Some(found) = declared.get(scheme) else {
         let names = declared
@@ -206,7 +207,8 @@ pub fn check_all_alone(credentials: &BTreeMap<String, Credential>) -> Result<(),
     Ok(())
 }
 
-/// Seals a registration's credentials for the new callee, checked against its first card.
+/// Seals a registration's credentials (checked on their own by [`check_all_alone`]) for the
+/// new callee, checked against its first card.
 pub fn seal_all(
     services: &Services,
     callee_id: CalleeId,
@@ -218,7 +220,7 @@ pub fn seal_all(
     credentials
         .iter()
         .map(|(scheme, credential)| {
-            check(card, scheme, credential)
+            fits_card(card, scheme, credential)
                 .map_err(|e| ServiceError::Mismatch(format!("credentials.{scheme}: {e}")))?;
             stored(services, callee_id, scheme, credential, actor, now)
         })
@@ -269,7 +271,7 @@ pub async fn put(
                     .into(),
             )
         })?;
-    check(&card, scheme, &credential).map_err(ServiceError::Mismatch)?;
+    fits_card(&card, scheme, &credential).map_err(ServiceError::Mismatch)?;
     let record = stored(
         services,
         callee_id,

@@ -459,22 +459,20 @@ pub async fn probe_interface(
         script,
         push,
     };
-    let mut observations = match &auth {
+    let redacting;
+    let progress: &dyn Progress = match &auth {
         Some(auth) => {
-            let progress = Redacting {
+            redacting = Redacting {
                 inner: progress,
                 auth,
             };
-            Cycle::new(&mut client, settings, &progress)
-                .run(&target, inbox)
-                .await
+            &redacting
         }
-        None => {
-            Cycle::new(&mut client, settings, progress)
-                .run(&target, inbox)
-                .await
-        }
+        None => progress,
     };
+    let mut observations = Cycle::new(&mut client, settings, progress)
+        .run(&target, inbox)
+        .await;
     observations.transcript_omitted = client.omitted().map(|o| {
         format!(
             "{} exchanges, {} bodies and {} stream events ({} bytes) were left out of the transcript",
