@@ -146,6 +146,12 @@ pub struct AccessArgs {
     #[arg(long, env = "CARDGATE_PUBLIC_TRANSPARENCY", value_enum, default_value_t = Switch::Off,
           ignore_case = true)]
     pub public_transparency: Switch,
+
+    /// How long an operator console sign-in lasts, in seconds.
+    #[arg(long, env = "CARDGATE_CONSOLE_SESSION_SECS",
+          default_value_t = AuthSettings::default().console_session.as_secs(),
+          value_parser = clap::value_parser!(u64).range(60..=2_592_000))]
+    pub console_session_secs: u64,
 }
 
 impl std::fmt::Debug for AccessArgs {
@@ -174,6 +180,8 @@ impl AccessArgs {
             anonymous_burst: self.anonymous_burst,
             max_query_bytes: self.max_query_bytes.max(64),
             public_transparency: self.public_transparency == Switch::On,
+            console_session: Duration::from_secs(self.console_session_secs),
+            secure_cookies: false,
         };
         if let Some(token) = self
             .admin_token
@@ -292,7 +300,15 @@ impl ServeArgs {
                 body_bytes: self.max_body_bytes,
                 request_timeout: Duration::from_secs(self.request_timeout_secs.max(1)),
             },
-            auth: self.access.settings()?,
+            auth: AuthSettings {
+                // Behind HTTPS the console's cookie is never sent over plain HTTP.
+                secure_cookies: self
+                    .probe
+                    .public_url
+                    .as_ref()
+                    .is_some_and(|u| u.scheme() == "https"),
+                ..self.access.settings()?
+            },
             outbound: self.outbound.outbound()?,
             discovery: self.outbound.discovery(),
             probe: self.probe.settings()?,

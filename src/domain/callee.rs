@@ -174,6 +174,15 @@ impl std::fmt::Display for CardUrl {
     }
 }
 
+/// What a search of callees asks for; `None` matches everything.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct CalleeFilter {
+    /// A substring of the name or card URL, compared without case.
+    pub text: Option<String>,
+    /// A subject in this effective gate.
+    pub gate: Option<super::gate::EffectiveGate>,
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

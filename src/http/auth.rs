@@ -120,6 +120,11 @@ impl Caller {
     pub fn actor(&self) -> String {
         self.name.clone()
     }
+
+    /// The rate-limit bucket, which also names the caller in the access log.
+    pub(crate) fn bucket(&self) -> &str {
+        &self.bucket
+    }
 }
 
 /// Access control settings.
@@ -136,6 +141,10 @@ pub struct AuthSettings {
     pub max_query_bytes: usize,
     /// The transparency surface ([`PUBLIC_TRANSPARENCY`]) answers without a key.
     pub public_transparency: bool,
+    /// How long an operator console sign-in lasts.
+    pub console_session: std::time::Duration,
+    /// The console's session cookie is `Secure` (cardgate is reached over HTTPS).
+    pub secure_cookies: bool,
 }
 
 impl std::fmt::Debug for AuthSettings {
@@ -150,6 +159,8 @@ impl std::fmt::Debug for AuthSettings {
             .field("anonymous_per_sec", &self.anonymous_per_sec)
             .field("anonymous_burst", &self.anonymous_burst)
             .field("max_query_bytes", &self.max_query_bytes)
+            .field("console_session", &self.console_session)
+            .field("secure_cookies", &self.secure_cookies)
             .finish()
     }
 }
@@ -164,6 +175,8 @@ impl Default for AuthSettings {
             anonymous_burst: 50.0,
             max_query_bytes: 2048,
             public_transparency: false,
+            console_session: std::time::Duration::from_secs(8 * 3600),
+            secure_cookies: false,
         }
     }
 }
@@ -245,6 +258,68 @@ pub struct Guard {
     pub metrics: crate::metrics::Metrics,
 }
 
+impl Guard {
+    /// Spends one request of the caller's per-key budget.
+    pub(crate) fn admit(&self, caller: &Caller) -> Result<(), ApiError> {
+        self.limiter
+            .take(
+                &caller.bucket,
+                self.settings.rate_per_sec,
+                self.settings.burst,
+            )
+            .map_err(|retry_after_secs| {
+                self.metrics.rate_limited("key");
+                ApiError::TooManyRequests { retry_after_secs }
+            })
+    }
+
+    /// Who a key's hash names: the bootstrap admin token, or a live key.
+    pub(crate) fn caller_by_hash(&self, presented: &str) -> Option<Caller> {
+        self.admin_caller(presented)
+            .or_else(|| self.key_caller(presented))
+    }
+
+    fn admin_caller(&self, presented: &str) -> Option<Caller> {
+        let admin = self.settings.admin_token_hash.as_ref()?;
+        bool::from(admin.as_bytes().ct_eq(presented.as_bytes())).then(|| Caller {
+            name: "admin-token".into(),
+            role: Role::Admin,
+            bucket: "admin-token".into(),
+        })
+    }
+
+    fn key_caller(&self, presented: &str) -> Option<Caller> {
+        let key = self.services.view.live_key(presented)?;
+        // The lookup was by hash; compare again in constant time anyway.
+        bool::from(key.key_hash.as_bytes().ct_eq(presented.as_bytes())).then(|| Caller {
+            name: format!("key:{}", key.name),
+            role: key.role,
+            bucket: key.id.to_string(),
+        })
+    }
+
+    /// The failed-authentication budget of a client address (for the console's sign-in form,
+    /// which checks keys as the API does).
+    pub(crate) fn failed_auth_budget(&self, ip: Option<std::net::IpAddr>) -> AuthBudget<'_> {
+        AuthBudget(Anonymous { guard: self, ip })
+    }
+}
+
+/// One client address's budget of failed authentications.
+pub(crate) struct AuthBudget<'a>(Anonymous<'a>);
+
+impl AuthBudget<'_> {
+    /// Refuses when the address has failed too often, without spending.
+    pub(crate) fn check(&self) -> Result<(), ApiError> {
+        self.0.check(FAILED_AUTH)
+    }
+
+    /// Spends one failure.
+    pub(crate) fn spend(&self) {
+        let _ = self.0.spend(FAILED_AUTH);
+    }
+}
+
 /// The route template a response answered (for the access log and metrics).
 #[derive(Debug, Clone)]
 pub struct RouteTemplate(pub String);
@@ -312,17 +387,7 @@ async fn guarded(
             caller.name, caller.role
         )));
     }
-    guard
-        .limiter
-        .take(
-            &caller.bucket,
-            guard.settings.rate_per_sec,
-            guard.settings.burst,
-        )
-        .map_err(|retry_after_secs| {
-            guard.metrics.rate_limited("key");
-            ApiError::TooManyRequests { retry_after_secs }
-        })?;
+    guard.admit(&caller)?;
     let principal = Principal(caller.bucket.clone());
     req.extensions_mut().insert(caller);
     let mut response = next.run(req).await;
@@ -424,27 +489,12 @@ async fn authenticate(
         .filter(|t| !t.is_empty() && t.len() <= 256)
         .ok_or_else(unauthorized)?;
     let presented = apikey::hash(token);
-    if let Some(admin) = &guard.settings.admin_token_hash {
-        if bool::from(admin.as_bytes().ct_eq(presented.as_bytes())) {
-            return Ok(Caller {
-                name: "admin-token".into(),
-                role: Role::Admin,
-                bucket: "admin-token".into(),
-            });
-        }
+    if let Some(admin) = guard.admin_caller(&presented) {
+        return Ok(admin);
     }
     before_lookup()?;
-    let key = guard.services.view.live_key(&presented).ok_or_else(|| {
+    guard.key_caller(&presented).ok_or_else(|| {
         ApiError::Unauthorized("the API key is not valid (unknown or revoked)".into())
-    })?;
-    // The lookup was by hash; compare again in constant time anyway.
-    if !bool::from(key.key_hash.as_bytes().ct_eq(presented.as_bytes())) {
-        return Err(unauthorized());
-    }
-    Ok(Caller {
-        name: format!("key:{}", key.name),
-        role: key.role,
-        bucket: key.id.to_string(),
     })
 }
 

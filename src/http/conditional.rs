@@ -1,4 +1,4 @@
-//! Conditional GETs: a strong `ETag` over the JSON an answer would carry, `If-None-Match` → 304,
+//! Conditional GETs: a strong `ETag` over the bytes an answer would carry (its JSON, or a badge), `If-None-Match` → 304,
 //! and `Cache-Control: no-cache`, so that a caller asking again before every task revalidates
 //! for a few bytes instead of reading the whole answer.
 //!
@@ -16,7 +16,18 @@ use super::error::ApiError;
 /// `body` as JSON with its `ETag`, or an empty 304 when `request` already holds that tag.
 pub fn respond<T: Serialize>(request: &HeaderMap, body: &T) -> Result<Response, ApiError> {
     let json = serde_json::to_vec(body).map_err(|e| ApiError::Internal(e.into()))?;
-    let tag = etag(&json);
+    respond_bytes(request, "application/json", "no-cache", json)
+}
+
+/// `body` of `content_type` with its `ETag` and `cache_control`, or an empty 304 when
+/// `request` already holds that tag.
+pub fn respond_bytes(
+    request: &HeaderMap,
+    content_type: &'static str,
+    cache_control: &'static str,
+    body: Vec<u8>,
+) -> Result<Response, ApiError> {
+    let tag = etag(&body);
     let unchanged = request
         .get_all(IF_NONE_MATCH)
         .iter()
@@ -28,9 +39,9 @@ pub fn respond<T: Serialize>(request: &HeaderMap, body: &T) -> Result<Response, 
         (
             [(
                 axum::http::header::CONTENT_TYPE,
-                HeaderValue::from_static("application/json"),
+                HeaderValue::from_static(content_type),
             )],
-            json,
+            body,
         )
             .into_response()
     };
@@ -39,7 +50,7 @@ pub fn respond<T: Serialize>(request: &HeaderMap, body: &T) -> Result<Response, 
         ETAG,
         HeaderValue::from_str(&tag).map_err(|e| ApiError::Internal(e.into()))?,
     );
-    headers.insert(CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+    headers.insert(CACHE_CONTROL, HeaderValue::from_static(cache_control));
     Ok(response)
 }
 

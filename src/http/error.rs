@@ -71,7 +71,7 @@ impl ApiError {
         Self::bad_request("invalid_request", message)
     }
 
-    fn status(&self) -> StatusCode {
+    pub(crate) fn status(&self) -> StatusCode {
         match self {
             Self::BadRequest { .. } => StatusCode::BAD_REQUEST,
             Self::Unauthorized(_) => StatusCode::UNAUTHORIZED,
@@ -109,19 +109,26 @@ impl ApiError {
 }
 
 /// What a 503 asks a client to wait before retrying.
+impl ApiError {
+    /// What the client may read: the message, or for an internal error a generic one (the
+    /// cause chain goes to the log, here and only here).
+    pub(crate) fn public_message(&self) -> String {
+        match self {
+            Self::Internal(cause) => {
+                tracing::error!(error = ?cause, "request failed with an internal error");
+                "internal server error; the cause has been logged".to_string()
+            }
+            other => other.to_string(),
+        }
+    }
+}
+
 pub const UNAVAILABLE_RETRY_SECS: u64 = 5;
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let status = self.status();
-        let message = match &self {
-            Self::Internal(cause) => {
-                // The cause chain goes to the log only.
-                tracing::error!(error = ?cause, "request failed with an internal error");
-                "internal server error; the cause has been logged".to_string()
-            }
-            other => other.to_string(),
-        };
+        let message = self.public_message();
         let body = ErrorBody {
             error: ErrorDetail {
                 code: self.code().to_string(),

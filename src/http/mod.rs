@@ -28,6 +28,7 @@ pub(crate) mod callees;
 pub(crate) mod cards;
 pub(crate) mod closed;
 pub(crate) mod conditional;
+pub(crate) mod console;
 pub(crate) mod credentials;
 pub(crate) mod error;
 pub(crate) mod events;
@@ -392,9 +393,11 @@ pub fn router(
         metrics: state.metrics.clone(),
     });
     let metrics = state.metrics.clone();
+    let console = console::router(guard.clone());
     // A route layer runs after routing, so it sees the matched path template.
     let api = api.route_layer(axum::middleware::from_fn_with_state(guard, auth::authorize));
     Ok(api
+        .merge(console)
         .merge(SwaggerUi::new("/docs").url("/openapi.json", spec))
         .fallback(|| async { ApiError::NotFound("no such route".into()) })
         .method_not_allowed_fallback(|| async {
@@ -417,14 +420,15 @@ pub fn router(
 }
 
 /// Gives error responses produced outside our handlers (layers, Swagger UI) the JSON
-/// envelope, so clients can rely on one error shape.
+/// envelope, so clients can rely on one error shape. The console's pages are HTML for people,
+/// errors included, and pass as they are.
 async fn ensure_envelope(response: Response<Body>) -> Response<Body> {
     let status = response.status();
     let is_json = response
         .headers()
         .get(header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
-        .is_some_and(|v| v.starts_with("application/json"));
+        .is_some_and(|v| v.starts_with("application/json") || v.starts_with("text/html"));
     if !(status.is_client_error() || status.is_server_error()) || is_json {
         return response;
     }

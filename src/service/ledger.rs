@@ -9,6 +9,7 @@ use crate::domain::ids::CalleeId;
 use crate::domain::ledger::EventRecord;
 use crate::domain::ledger::{BrokenLink, ChainVerifier};
 use crate::domain::merkle::{self, Frontier, Hash, Plan};
+use crate::domain::version::ProtocolVersion;
 use crate::storage::{CheckpointRecord, Store};
 
 /// The outcome of walking the whole chain.
@@ -250,6 +251,19 @@ pub async fn page(
     limit: u32,
 ) -> Result<Vec<EventRecord>, ServiceError> {
     Ok(store.ledger(callee, after, limit).await?)
+}
+
+/// One subject's events before `before` (or from the newest), newest first: its timeline.
+pub async fn timeline(
+    store: &Store,
+    callee: CalleeId,
+    version: ProtocolVersion,
+    before: Option<i64>,
+    limit: u32,
+) -> Result<Vec<EventRecord>, ServiceError> {
+    Ok(store
+        .subject_events_before(callee, version, before.unwrap_or(i64::MAX), limit)
+        .await?)
 }
 
 /// The events at `seqs` (a probe run's, say), in that order; seqs of other callees are skipped.

@@ -15,6 +15,7 @@ pub mod ledger;
 pub mod probe;
 pub mod readmodel;
 pub(crate) mod reports;
+pub(crate) mod sessions;
 pub(crate) mod status;
 pub mod transparency;
 pub mod trust;

@@ -4,9 +4,9 @@ use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
 use super::changes::{Changed, RecordChange};
-use super::{BeginWrite, Store, StoreError, dispatch, touched};
-use crate::domain::callee::{Callee, CardUrl, FetchState, FetchStatus};
-use crate::domain::gate::{Subject, SubjectChange};
+use super::{BeginWrite, Db, Store, StoreError, dispatch, touched};
+use crate::domain::callee::{Callee, CalleeFilter, CardUrl, FetchState, FetchStatus};
+use crate::domain::gate::{EffectiveGate, Subject, SubjectChange};
 
 use crate::domain::ids::CalleeId;
 use crate::domain::time::Timestamp;
@@ -233,6 +233,57 @@ impl Store {
         rows.into_iter().map(TryInto::try_into).collect()
     }
 
+    /// Callees in creation order after the cursor `after` that match `filter`: a case-blind
+    /// substring of the name or card URL, and a subject whose effective gate is the one asked
+    /// for (`untrusted` is a subject whose callee's card is not trusted now).
+    pub async fn find_callees(
+        &self,
+        filter: &CalleeFilter,
+        after: Option<CalleeId>,
+        limit: u32,
+    ) -> Result<Vec<Callee>, StoreError> {
+        // Only the JSON accessor differs by dialect.
+        macro_rules! select {
+            ($untrusted:literal) => {
+                concat!(
+                    "select ",
+                    callee_columns!(),
+                    " from callees c where c.id > $1 \
+                     and ($2 = '' or lower(coalesce(c.name, '')) like $2 escape '\\' \
+                          or lower(c.card_url) like $2 escape '\\') \
+                     and ($3 = '' or exists (select 1 from subjects s where s.callee_id = c.id \
+                          and case when ",
+                    $untrusted,
+                    " is not null then 'untrusted' else s.gate_state end = $3)) \
+                     order by c.id limit $4"
+                )
+            };
+        }
+        let pattern = filter
+            .text
+            .as_deref()
+            .map(|t| format!("%{}%", like_escaped(&t.to_lowercase())))
+            .unwrap_or_default();
+        let gate = filter.gate.map(EffectiveGate::as_str).unwrap_or_default();
+        let after = after.map_or(Uuid::nil(), |id| id.0);
+        macro_rules! fetch {
+            ($pool:expr, $sql:expr) => {
+                sqlx::query_as($sql)
+                    .bind(after)
+                    .bind(&pattern)
+                    .bind(gate)
+                    .bind(i64::from(limit))
+                    .fetch_all($pool)
+                    .await?
+            };
+        }
+        let rows: Vec<CalleeRow> = match &self.db {
+            Db::Postgres(pool) => fetch!(pool, select!("(s.state::jsonb ->> 'card_untrusted')")),
+            Db::Sqlite(pool) => fetch!(pool, select!("json_extract(s.state, '$.card_untrusted')")),
+        };
+        rows.into_iter().map(TryInto::try_into).collect()
+    }
+
     /// The callee's subjects, by version.
     pub async fn subjects(&self, callee_id: CalleeId) -> Result<Vec<Subject>, StoreError> {
         let rows: Vec<SubjectRow> = dispatch!(self, |pool| {
@@ -286,6 +337,18 @@ impl Store {
         })?;
         row.map(TryInto::try_into).transpose()
     }
+}
+
+/// `text` with LIKE's wildcards and its escape character taken literally.
+fn like_escaped(text: &str) -> String {
+    let mut escaped = String::with_capacity(text.len());
+    for c in text.chars() {
+        if matches!(c, '%' | '_' | '\\') {
+            escaped.push('\\');
+        }
+        escaped.push(c);
+    }
+    escaped
 }
 
 /// The insert shared by plain and transactional registration.

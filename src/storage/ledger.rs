@@ -241,6 +241,31 @@ impl Store {
         Ok(rows.into_iter().map(EventRecord::from).collect())
     }
 
+    /// One subject's events before `before`, newest first (a timeline, paged backwards).
+    pub async fn subject_events_before(
+        &self,
+        callee_id: CalleeId,
+        version: crate::domain::version::ProtocolVersion,
+        before: i64,
+        limit: u32,
+    ) -> Result<Vec<EventRecord>, StoreError> {
+        let rows: Vec<EventRow> = dispatch!(self, |pool| {
+            sqlx::query_as(concat!(
+                "select ",
+                event_columns!(),
+                " from ledger where callee_id = $1 and protocol_version = $2 and seq < $3 \
+                 order by seq desc limit $4"
+            ))
+            .bind(callee_id.0)
+            .bind(version.to_string())
+            .bind(before)
+            .bind(i64::from(limit))
+            .fetch_all(pool)
+            .await
+        })?;
+        Ok(rows.into_iter().map(EventRecord::from).collect())
+    }
+
     /// The subject's events folded afresh from the ledger, for checking the cached state.
     pub async fn ledger_for_subject(
         &self,

@@ -27,6 +27,7 @@ mod lock;
 mod merkle;
 mod probes;
 mod reports;
+mod sessions;
 mod snapshots;
 mod stats;
 mod webhooks;

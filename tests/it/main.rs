@@ -9,6 +9,7 @@ mod access;
 mod api;
 mod attestations;
 mod cli;
+mod console;
 mod credentials;
 mod discovery;
 mod docs;

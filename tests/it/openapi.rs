@@ -63,24 +63,7 @@ async fn served_document_and_swagger_ui_work_offline() {
 /// mandatory (`CARDGATE_REQUIRE_BROWSER=1`).
 #[tokio::test]
 async fn the_operator_ui_renders_every_operation_in_a_real_browser() {
-    let browser = std::env::var_os("CARDGATE_TEST_CHROMIUM")
-        .map(std::path::PathBuf::from)
-        .or_else(|| {
-            [
-                "/usr/bin/chromium",
-                "/usr/bin/chromium-browser",
-                "/usr/bin/google-chrome",
-            ]
-            .into_iter()
-            .map(std::path::PathBuf::from)
-            .find(|p| p.exists())
-        });
-    let Some(browser) = browser else {
-        crate::support::skip(
-            "the browser check of /docs",
-            "no Chromium (apt-get install chromium)",
-            "CARDGATE_REQUIRE_BROWSER",
-        );
+    let Some(browser) = crate::support::chromium("the browser check of /docs") else {
         return;
     };
     let db = TestDb::sqlite().await;

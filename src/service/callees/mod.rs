@@ -13,6 +13,7 @@ use std::collections::BTreeMap;
 use serde_json::Value;
 
 use super::{Missing, ServiceError, Services, no_callee, require_callee};
+use crate::domain::callee::CalleeFilter;
 use crate::domain::callee::{Backoff, Callee, CardUrl, FetchStatus};
 use crate::domain::card::CardSnapshot;
 pub use crate::domain::card::refresh::Revalidate;
@@ -111,12 +112,37 @@ pub async fn list(
     after: Option<CalleeId>,
     limit: u32,
 ) -> Result<Vec<CalleeDetail>, ServiceError> {
-    let callees = store.callees(after, limit).await?;
+    details(store, store.callees(after, limit).await?).await
+}
+
+async fn details(store: &Store, callees: Vec<Callee>) -> Result<Vec<CalleeDetail>, ServiceError> {
     let mut page = Vec::with_capacity(callees.len());
     for callee in callees {
         page.push(detail(store, callee).await?);
     }
     Ok(page)
+}
+
+/// A page of the callees that match `filter`, with their subjects.
+pub async fn search(
+    store: &Store,
+    filter: &CalleeFilter,
+    after: Option<CalleeId>,
+    limit: u32,
+) -> Result<Vec<CalleeDetail>, ServiceError> {
+    details(store, store.find_callees(filter, after, limit).await?).await
+}
+
+/// The snapshot fetched just before `id`, with its raw card (what a snapshot is compared with).
+pub async fn previous_snapshot(
+    store: &Store,
+    callee_id: CalleeId,
+    id: SnapshotId,
+) -> Result<Option<CardSnapshot>, ServiceError> {
+    match store.snapshots(callee_id, Some(id), 1).await?.first() {
+        Some(older) => Ok(Some(snapshot(store, callee_id, older.id).await?)),
+        None => Ok(None),
+    }
 }
 
 /// The callee registered with `card_url` (normalized as at registration), if any. A string

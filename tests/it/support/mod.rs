@@ -366,6 +366,32 @@ pub fn skip(what: &str, why: &str, required_by: &str) {
     }
 }
 
+/// Chromium for the browser checks (`CARDGATE_TEST_CHROMIUM`, else a usual path), or `None`
+/// with a skip naming `what`. CI installs Debian's `chromium` and requires it
+/// (`CARDGATE_REQUIRE_BROWSER=1`).
+pub fn chromium(what: &str) -> Option<PathBuf> {
+    let found = std::env::var_os("CARDGATE_TEST_CHROMIUM")
+        .map(PathBuf::from)
+        .or_else(|| {
+            [
+                "/usr/bin/chromium",
+                "/usr/bin/chromium-browser",
+                "/usr/bin/google-chrome",
+            ]
+            .into_iter()
+            .map(PathBuf::from)
+            .find(|p| p.exists())
+        });
+    if found.is_none() {
+        skip(
+            what,
+            "no Chromium (apt-get install chromium)",
+            "CARDGATE_REQUIRE_BROWSER",
+        );
+    }
+    found
+}
+
 /// The tests' Python (the SDK agent's virtualenv, which also holds the reference libraries
 /// some tests check cardgate's output with), or `None` with a skip naming `what`.
 pub fn test_python(what: &str) -> Option<PathBuf> {
