@@ -146,6 +146,7 @@ async fn main() -> anyhow::Result<()> {
                 signature: SignatureVerdict::Unsigned,
                 uncovered: vec![],
             },
+            source: cardgate::domain::card::SnapshotSource::Public,
         };
         let event = NewEvent {
             callee_id: callee.id,

@@ -10,8 +10,8 @@ use tonic::{Code, Request, Response, Status};
 
 use super::{Reply, Shared, StreamItem, call, tokio_stream_from};
 use crate::remote::grpc::proto::{
-    CancelTaskRequest, GetTaskRequest, SendMessageRequest, SendMessageResponse, StreamResponse,
-    SubscribeToTaskRequest, Task, TaskPushNotificationConfig,
+    AgentCard, CancelTaskRequest, GetExtendedAgentCardRequest, GetTaskRequest, SendMessageRequest,
+    SendMessageResponse, StreamResponse, SubscribeToTaskRequest, Task, TaskPushNotificationConfig,
     a2a_service_server::{A2aService, A2aServiceServer},
 };
 use crate::remote::grpc::rpc;
@@ -185,5 +185,25 @@ impl A2aService for GrpcAgent {
     ) -> Result<Response<TaskPushNotificationConfig>, Status> {
         self.unary("CreateTaskPushNotificationConfig", request)
             .await
+    }
+
+    async fn get_extended_agent_card(
+        &self,
+        request: Request<GetExtendedAgentCardRequest>,
+    ) -> Result<Response<AgentCard>, Status> {
+        self.authorized(&request)?;
+        params(&request)?;
+        let s = &self.0;
+        let Some(card) = super::extended_card(s, false) else {
+            return Err(status(-32004, "Extended agent card not configured"));
+        };
+        // Signed in its proto3 JSON form, which is what a verifier reads back from the
+        // message (empty lists and default values are not in it).
+        let mut card = serde_json::to_value(message::<AgentCard>(card)?)
+            .map_err(|e| Status::internal(e.to_string()))?;
+        if s.config.sign {
+            card = super::signed(&s.origin, &s.key, &card);
+        }
+        Ok(Response::new(message(card)?))
     }
 }

@@ -336,6 +336,26 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
+/// The card authenticated callers see (it also advertises streaming), or `None` when the
+/// agent offers none.
+fn extended_card(s: &Shared, sign: bool) -> Option<Value> {
+    s.config.extended_card.then(|| {
+        let extended = FakeAgentConfig {
+            streaming: true,
+            sign,
+            ..s.config.clone()
+        };
+        let description = "cardgate's scriptable fake agent, as authenticated callers see it";
+        build_card(&s.origin, &extended, &s.key, Some(description))
+    })
+}
+
+/// `card` signed with the agent's key, found through its `jku`.
+fn signed(origin: &str, key: &Jwk, card: &Value) -> Value {
+    let jku = format!("{origin}/.well-known/jwks.json");
+    sign_card(card, key, "ES256", "fake-agent-key", Some(&jku)).unwrap_or_else(|_| card.clone())
+}
+
 fn build_card(
     origin: &str,
     config: &FakeAgentConfig,
@@ -399,8 +419,7 @@ fn build_card(
     if !config.sign {
         return card;
     }
-    let jku = format!("{origin}/.well-known/jwks.json");
-    sign_card(&card, key, "ES256", "fake-agent-key", Some(&jku)).unwrap_or(card)
+    signed(origin, key, &card)
 }
 
 async fn card_handler(State(s): State<Arc<Shared>>) -> Json<Value> {
@@ -505,15 +524,10 @@ async fn call(s: Arc<Shared>, method: &str, params: &Value, v1: bool) -> Reply {
     }
     match (method, v1) {
         ("GetExtendedAgentCard", true) | ("agent/getAuthenticatedExtendedCard", false) => {
-            if !s.config.extended_card {
-                return Reply::Error(-32007, "Extended agent card not configured");
+            match extended_card(&s, s.config.sign) {
+                Some(card) => Reply::Result(card),
+                None => Reply::Error(-32007, "Extended agent card not configured"),
             }
-            let extended = FakeAgentConfig {
-                streaming: true,
-                ..s.config.clone()
-            };
-            let description = "cardgate's scriptable fake agent, as authenticated callers see it";
-            Reply::Result(build_card(&s.origin, &extended, &s.key, Some(description)))
         }
         ("SendMessage", true) | ("message/send", false) => {
             let non_blocking = if v1 {

@@ -10,13 +10,13 @@ use utoipa::{IntoParams, ToSchema};
 use uuid::Uuid;
 
 use super::ApiState;
-use super::closed::SignatureStatusView;
+use super::closed::{SignatureStatusView, SnapshotKindView};
 use super::error::{ApiError, ErrorBody};
 use super::extract::page_size;
 use super::extract::{Json, Path, Query};
 use super::paging::{Paged, next_cursor};
 use crate::domain::card::signature::{KeySource, SignatureVerdict};
-use crate::domain::card::{CardSnapshot, NormalizedCard};
+use crate::domain::card::{CardSnapshot, NormalizedCard, SnapshotSource};
 use crate::domain::ids::{CalleeId, SnapshotId};
 use crate::service::callees;
 
@@ -24,6 +24,11 @@ use crate::service::callees;
 #[derive(Debug, Serialize, ToSchema)]
 pub struct SnapshotSummary {
     pub id: Uuid,
+    /// `public`, or `extended`: the authenticated extended card, which decisions never read
+    /// for callers at large.
+    pub kind: SnapshotKindView,
+    /// For an extended card: the probe run that fetched it with the callee's credentials.
+    pub probe_run_id: Option<Uuid>,
     pub fetched_at: DateTime<Utc>,
     /// Where the card was finally served from.
     pub url: String,
@@ -175,6 +180,11 @@ impl From<&CardSnapshot> for SnapshotSummary {
         let a = &s.assessment;
         Self {
             id: s.id.0,
+            kind: (&s.source).into(),
+            probe_run_id: match s.source {
+                SnapshotSource::Public => None,
+                SnapshotSource::Extended { probe_run_id } => Some(probe_run_id.0),
+            },
             fetched_at: s.fetched_at,
             url: s.url.clone(),
             sha256: s.sha256.clone(),

@@ -8,6 +8,7 @@ use utoipa::ToSchema;
 
 use crate::domain::callee::FetchStatus;
 use crate::domain::capability::CapabilityOutcome;
+use crate::domain::card::SnapshotSource;
 use crate::domain::card::signature::SignatureVerdict;
 use crate::domain::demotion::DemotionClass;
 use crate::domain::job::{JobKind, JobStatus};
@@ -37,6 +38,15 @@ macro_rules! closed_set {
         }
     };
 }
+
+closed_set!(
+    /// Which card a snapshot holds: the `public` one at the well-known URL (what decisions
+    /// read), or the authenticated `extended` card a probe run fetched with credentials.
+    SnapshotKindView from SnapshotSource {
+        Public <= SnapshotSource::Public,
+        Extended <= SnapshotSource::Extended { .. },
+    }
+);
 
 closed_set!(
     /// Where a probe run is: `aborted` runs were cut short and never promote.
@@ -246,6 +256,10 @@ mod tests {
         assert_eq!(
             text(&JobKindView::from(&JobKind::Refresh)),
             JobKind::Refresh.as_str()
+        );
+        assert_eq!(
+            text(&SnapshotKindView::from(&SnapshotSource::Public)),
+            SnapshotSource::Public.kind()
         );
         let verdict = SignatureVerdict::KeyUnavailable { reason: "x".into() };
         assert_eq!(text(&SignatureStatusView::from(&verdict)), verdict.status());

@@ -397,6 +397,7 @@ pub fn snapshot(
         etag,
         last_modified,
         assessment,
+        source: crate::domain::card::SnapshotSource::Public,
     }
 }
 

@@ -28,6 +28,7 @@ mod merkle;
 mod probes;
 mod reports;
 mod sessions;
+mod snapshot_row;
 mod snapshots;
 mod stats;
 mod webhooks;

@@ -9,6 +9,7 @@ use super::jobs::{FinishLeased, OnDuplicate, insert_job_query};
 use super::ledger::AppendEvents;
 use super::lock::LockLedger;
 use super::{BeginWrite, Store, StoreError, dispatch};
+use crate::domain::card::CardSnapshot;
 use crate::domain::decision::{JudgementFacts, ProbeFacts};
 use crate::domain::gate::{ProbeStart, Subject, SubjectState};
 use crate::domain::ids::{CalleeId, JobId, ProbeRunId};
@@ -248,6 +249,8 @@ pub struct FinishedRun<'a> {
     pub observations: &'a Observations,
     pub transcript: &'a Value,
     pub actor: &'a str,
+    /// The authenticated extended card the run fetched, kept as a snapshot of its own.
+    pub extended_card: Option<&'a CardSnapshot>,
 }
 
 impl Store {
@@ -458,6 +461,11 @@ impl Store {
                 .bind(run.push_token.clone())
                 .execute(&mut *tx)
                 .await?;
+            if let Some(snapshot) = finished.extended_card {
+                super::snapshot_row::insert_snapshot_query(snapshot)
+                    .execute(&mut *tx)
+                    .await?;
+            }
             // The subject's newest finished run is this one now.
             tx.record_change(Changed::Callee(run.callee_id), now)
                 .await?;

@@ -1,6 +1,5 @@
 //! Card snapshots, and the transactions that record a fetch together with its ledger events.
 
-use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
 use super::callees::insert_callee_query;
@@ -8,9 +7,12 @@ use super::changes::{Changed, RecordChange};
 use super::jobs::FinishLeased;
 use super::ledger::AppendEvents;
 use super::probes::QueueProbe;
+use super::snapshot_row::{
+    SnapshotRow, insert_snapshot_query, snapshot_columns, snapshot_summary_columns,
+};
 use super::{BeginWrite, Store, StoreError, dispatch};
 use crate::domain::callee::{Callee, FetchState};
-use crate::domain::card::{Assessment, CardSnapshot};
+use crate::domain::card::CardSnapshot;
 use crate::domain::credential::StoredCredential;
 use crate::domain::gate::Subject;
 use crate::domain::ids::{CalleeId, JobId, SnapshotId};
@@ -18,79 +20,6 @@ use crate::domain::job::Job;
 use crate::domain::ledger::{EventRecord, NewEvent};
 use crate::domain::probe::ProbeRun;
 use crate::domain::time::Timestamp;
-
-#[derive(sqlx::FromRow)]
-struct SnapshotRow {
-    id: Uuid,
-    callee_id: Uuid,
-    fetched_at: DateTime<Utc>,
-    url: String,
-    sha256: String,
-    raw: Vec<u8>,
-    etag: Option<String>,
-    last_modified: Option<String>,
-    assessment: String,
-}
-
-impl TryFrom<SnapshotRow> for CardSnapshot {
-    type Error = StoreError;
-    fn try_from(row: SnapshotRow) -> Result<Self, StoreError> {
-        Ok(CardSnapshot {
-            id: row.id.into(),
-            callee_id: row.callee_id.into(),
-            fetched_at: row.fetched_at,
-            url: row.url,
-            sha256: row.sha256,
-            raw: row.raw,
-            etag: row.etag,
-            last_modified: row.last_modified,
-            assessment: serde_json::from_str::<Assessment>(&row.assessment)
-                .map_err(StoreError::corrupt)?,
-        })
-    }
-}
-
-macro_rules! snapshot_columns {
-    () => {
-        "id, callee_id, fetched_at, url, sha256, raw, etag, last_modified, assessment"
-    };
-}
-
-/// The columns of a listing: everything but the raw bytes, which can be large.
-macro_rules! snapshot_summary_columns {
-    () => {
-        "id, callee_id, fetched_at, url, sha256, substr(raw, 1, 0) as raw, etag, last_modified, assessment"
-    };
-}
-
-fn insert_snapshot_query<DB>(
-    s: &CardSnapshot,
-) -> sqlx::query::Query<'static, DB, <DB as sqlx::Database>::Arguments>
-where
-    DB: sqlx::Database,
-    Uuid: for<'q> sqlx::Encode<'q, DB> + sqlx::Type<DB>,
-    String: for<'q> sqlx::Encode<'q, DB> + sqlx::Type<DB>,
-    Option<String>: for<'q> sqlx::Encode<'q, DB> + sqlx::Type<DB>,
-    Vec<u8>: for<'q> sqlx::Encode<'q, DB> + sqlx::Type<DB>,
-    bool: for<'q> sqlx::Encode<'q, DB> + sqlx::Type<DB>,
-    DateTime<Utc>: for<'q> sqlx::Encode<'q, DB> + sqlx::Type<DB>,
-{
-    sqlx::query(concat!(
-        "insert into card_snapshots (",
-        snapshot_columns!(),
-        ", trusted) values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)"
-    ))
-    .bind(s.id.0)
-    .bind(s.callee_id.0)
-    .bind(s.fetched_at)
-    .bind(s.url.clone())
-    .bind(s.sha256.clone())
-    .bind(s.raw.clone())
-    .bind(s.etag.clone())
-    .bind(s.last_modified.clone())
-    .bind(serde_json::to_string(&s.assessment).expect("assessments serialize"))
-    .bind(s.assessment.trusted)
-}
 
 /// One refresh's outcome, as `Store::record_refresh` writes it.
 #[derive(Clone, Copy)]
@@ -208,7 +137,8 @@ impl Store {
         })
     }
 
-    /// The newest snapshot of the callee's card, without its raw bytes (`raw` is empty).
+    /// The newest snapshot of the callee's public card, without its raw bytes (`raw` is
+    /// empty).
     pub async fn latest_snapshot(
         &self,
         callee_id: CalleeId,
@@ -217,7 +147,8 @@ impl Store {
             sqlx::query_as(concat!(
                 "select ",
                 snapshot_summary_columns!(),
-                " from card_snapshots where callee_id = $1 order by id desc limit 1"
+                " from card_snapshots where callee_id = $1 and kind = 'public' \
+                 order by id desc limit 1"
             ))
             .bind(callee_id.0)
             .fetch_optional(pool)
@@ -226,8 +157,8 @@ impl Store {
         row.map(TryInto::try_into).transpose()
     }
 
-    /// The newest snapshot of every callee with an id in `from..=to`, without raw bytes: one
-    /// page of the read model's bulk load.
+    /// The newest public snapshot of every callee with an id in `from..=to`, without raw
+    /// bytes: one page of the read model's bulk load.
     pub async fn newest_snapshots(
         &self,
         from: CalleeId,
@@ -240,7 +171,8 @@ impl Store {
                 " from (select ",
                 snapshot_summary_columns!(),
                 ", row_number() over (partition by callee_id order by id desc) as newest \
-                 from card_snapshots where callee_id between $1 and $2) as s where newest = 1"
+                 from card_snapshots where callee_id between $1 and $2 and kind = 'public') as s \
+                 where newest = 1"
             ))
             .bind(from.0)
             .bind(to.0)
@@ -250,11 +182,13 @@ impl Store {
         rows.into_iter().map(TryInto::try_into).collect()
     }
 
-    /// Snapshots newest first, before the cursor `before`, without raw bytes.
+    /// Snapshots newest first, before the cursor `before`, without raw bytes: of every kind,
+    /// or of `kind` only (`public`, `extended`).
     pub async fn snapshots(
         &self,
         callee_id: CalleeId,
         before: Option<SnapshotId>,
+        kind: Option<&str>,
         limit: u32,
     ) -> Result<Vec<CardSnapshot>, StoreError> {
         // The max UUID sorts last in both backends, so "before max" is "from the newest".
@@ -263,11 +197,13 @@ impl Store {
             sqlx::query_as(concat!(
                 "select ",
                 snapshot_summary_columns!(),
-                " from card_snapshots where callee_id = $1 and id < $2 order by id desc limit $3"
+                " from card_snapshots where callee_id = $1 and id < $2 \
+                 and ($4 = '' or kind = $4) order by id desc limit $3"
             ))
             .bind(callee_id.0)
             .bind(before)
             .bind(i64::from(limit))
+            .bind(kind.unwrap_or_default())
             .fetch_all(pool)
             .await
         })?;

@@ -16,7 +16,10 @@ use crate::support::auth_front::{AuthFront, Guard};
 use crate::support::tls::TlsFront;
 use crate::support::{TestDb, TestServer, on_both_backends, test_settings};
 
-on_both_backends!(credentials_are_stored_sealed_and_presented_over_json_rpc_and_grpc);
+on_both_backends!(
+    credentials_are_stored_sealed_and_presented_over_json_rpc_and_grpc,
+    the_extended_card_is_fetched_with_the_credentials_verified_and_judged_by,
+);
 
 // Distinctive values, so that a search of every output for them means something.
 const TOKEN: &str = "cgtest-bearer-3b8e1f0c9d27a6";
@@ -1033,10 +1036,8 @@ fn python_judged_on_its_wire(out: &std::process::Output, context: &str) {
 /// extended card (v1.0 `GetExtendedAgentCard`, v0.3 `agent/getAuthenticatedExtendedCard`),
 /// verifies its signature, and judges streaming, which only the extended card declares;
 /// a decision that requires streaming names the card it was judged by.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_extended_card_is_fetched_with_the_credentials_verified_and_judged_by() {
+async fn the_extended_card_is_fetched_with_the_credentials_verified_and_judged_by(db: TestDb) {
     use cardgate::fake_agent::{Behaviour, FakeAgent, FakeAgentConfig};
-    let db = TestDb::sqlite().await;
     let server = TestServer::start(db.target.clone()).await;
     for version in ["1.0", "0.3"] {
         let agent = FakeAgent::start(
@@ -1093,6 +1094,38 @@ async fn the_extended_card_is_fetched_with_the_credentials_verified_and_judged_b
         .await;
         let streaming = condition(&answer, "capability:streaming");
         assert_eq!(streaming["status"], "pass", "{answer:#}");
+        // The extended card is a snapshot of its own, tied to the run; the public card is
+        // still the callee's card.
+        let (_, cards) = server.get(&format!("/v1/callees/{callee}/cards")).await;
+        let extended: Vec<&Value> = cards["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|c| c["kind"] == "extended")
+            .collect();
+        assert_eq!(extended.len(), 1, "{cards:#}");
+        assert_eq!(extended[0]["probe_run_id"], run["id"], "{cards:#}");
+        assert!(extended[0]["trusted"].as_bool().unwrap(), "{cards:#}");
+        let (_, snapshot) = server
+            .get(&format!(
+                "/v1/callees/{callee}/cards/{}",
+                extended[0]["id"].as_str().unwrap()
+            ))
+            .await;
+        assert_eq!(
+            snapshot["card"]["capabilities"]["streaming"], true,
+            "{snapshot:#}"
+        );
+        assert!(
+            snapshot["raw_text"]
+                .as_str()
+                .unwrap()
+                .contains("as authenticated callers see it"),
+            "{snapshot:#}"
+        );
+        let (_, detail) = server.get(&format!("/v1/callees/{callee}")).await;
+        assert_eq!(detail["card"]["kind"], "public", "{detail:#}");
+        assert_ne!(answer["evidence"]["card_snapshot_id"], extended[0]["id"]);
         assert!(
             streaming["reason"]
                 .as_str()
@@ -1102,7 +1135,8 @@ async fn the_extended_card_is_fetched_with_the_credentials_verified_and_judged_b
         );
         agent.stop();
     }
-    // Over gRPC it is not fetched yet, and the finding says so; the public card stands.
+    // Over gRPC too: GetExtendedAgentCard answers the AgentCard message, whose proto3 JSON is
+    // the card verified (and its signature checked over that JSON).
     let agent = FakeAgent::start(
         FakeAgentConfig {
             grpc: true,
@@ -1124,9 +1158,133 @@ async fn the_extended_card_is_fetched_with_the_credentials_verified_and_judged_b
     )
     .await;
     let run = probe(&server, &callee, "1.0").await;
+    assert_eq!(run["wire"], "grpc-v1", "{run:#}");
     let extended = finding(&run, "PROBE-EXTENDED-CARD");
-    assert_eq!(extended["status"], "not-exercised", "{run:#}");
-    assert!(extended["message"].as_str().unwrap().contains("gRPC"));
-    assert_eq!(run["capabilities"]["streaming"]["status"], "not-advertised");
+    assert_eq!(extended["status"], "pass", "{run:#}");
+    assert!(
+        extended["message"].as_str().unwrap().contains("verified"),
+        "{extended:#}"
+    );
+    assert_eq!(
+        run["capabilities"]["streaming"]["status"], "passed",
+        "{run:#}"
+    );
+    let fetched = run["exchanges"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|x| x["method"] == "lf.a2a.v1.A2AService/GetExtendedAgentCard")
+        .expect("the extended card's call is in the transcript");
+    assert_eq!(fetched["grpc"]["status"], "OK", "{fetched:#}");
+    assert_eq!(fetched["response"]["capabilities"]["streaming"], true);
+    assert!(
+        !fetched.to_string().contains(TOKEN),
+        "the token is not in the transcript"
+    );
+    server.stop().await;
+}
+
+/// The official Python SDK's extended card, behind a bearer front: the probe fetches it with
+/// the token over each binding the SDK serves (JSON-RPC v1.0 and v0.3, HTTP+JSON), verifies it,
+/// and keeps it as a snapshot of its own. Over v0.3 the SDK converts the card it signed in its
+/// v1.0 form, and the signature no longer verifies: a SHOULD finding, kept as evidence.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_python_sdk_extended_card_is_fetched_on_every_binding() {
+    let front = AuthFront::start(Guard::Bearer(TOKEN.into())).await;
+    let Some(agent) = SdkAgent::start_with(
+        Sdk::Python,
+        Some(&front.origin()),
+        &["--security", &bearer_scheme(), "--extended-card"],
+    )
+    .await
+    else {
+        return;
+    };
+    front.forward_to(&agent.origin);
+    let db = TestDb::sqlite().await;
+    let server = TestServer::start(db.target.clone()).await;
+    let (status, body) = server
+        .post(
+            "/v1/callees",
+            json!({
+                "card_url": front.origin(),
+                "credentials": {"bearer": {"kind": "bearer", "token": TOKEN}},
+            }),
+        )
+        .await;
+    assert_eq!(status, 201, "{body}");
+    let callee = body["id"].as_str().unwrap().to_string();
+    let mut runs = Vec::new();
+    for (version, binding) in [("1.0", "jsonrpc"), ("0.3", "jsonrpc"), ("1.0", "http+json")] {
+        let (status, queued) = server
+            .post(
+                &format!("/v1/callees/{callee}/probes"),
+                json!({"protocol_version": version, "binding": binding}),
+            )
+            .await;
+        assert_eq!(status, 202, "{queued}");
+        let run = crate::probes::wait(&server, queued["id"].as_str().unwrap()).await;
+        let extended = finding(&run, "PROBE-EXTENDED-CARD");
+        let message = extended["message"].as_str().unwrap();
+        if version == "0.3" {
+            assert_eq!(extended["status"], "fail", "{extended:#}");
+            assert!(message.contains("does not verify"), "{extended:#}");
+        } else {
+            assert_eq!(
+                extended["status"], "pass",
+                "{version} over {binding}: {extended:#}"
+            );
+            assert!(message.contains("verified"), "{extended:#}");
+        }
+        runs.push((run["id"].clone(), version == "1.0"));
+    }
+    let (_, cards) = server.get(&format!("/v1/callees/{callee}/cards")).await;
+    let kept: Vec<&Value> = cards["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|c| c["kind"] == "extended")
+        .collect();
+    assert_eq!(kept.len(), 3, "{cards:#}");
+    for (run, verifies) in &runs {
+        let card = kept
+            .iter()
+            .find(|c| &c["probe_run_id"] == run)
+            .unwrap_or_else(|| panic!("no extended card kept for run {run}: {cards:#}"));
+        assert_eq!(card["trusted"], *verifies, "{card:#}");
+    }
+    assert!(!everything_shown(&server, &callee).await.contains(TOKEN));
+
+    // Over gRPC, from the SDK's own servicer (which enforces nothing; the token is presented
+    // because the card requires it): the AgentCard message's proto3 JSON verifies.
+    let Some(grpc) = SdkAgent::start_with(
+        Sdk::Python,
+        None,
+        &[
+            "--grpc-only",
+            "--security",
+            &bearer_scheme(),
+            "--extended-card",
+        ],
+    )
+    .await
+    else {
+        return;
+    };
+    let (status, body) = server
+        .post(
+            "/v1/callees",
+            json!({
+                "card_url": grpc.origin,
+                "credentials": {"bearer": {"kind": "bearer", "token": TOKEN}},
+            }),
+        )
+        .await;
+    assert_eq!(status, 201, "{body}");
+    let run = probe(&server, body["id"].as_str().unwrap(), "1.0").await;
+    assert_eq!(run["wire"], "grpc-v1", "{run:#}");
+    let extended = finding(&run, "PROBE-EXTENDED-CARD");
+    assert_eq!(extended["status"], "pass", "{extended:#}");
+    assert!(extended["message"].as_str().unwrap().contains("verified"));
     server.stop().await;
 }

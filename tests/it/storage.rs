@@ -688,6 +688,7 @@ impl PassingEvidence {
             observations: &self.observations,
             transcript: &self.transcript,
             actor: "probe",
+            extended_card: None,
         }
     }
 }

@@ -256,6 +256,29 @@ pub struct CardSnapshot {
     pub etag: Option<String>,
     pub last_modified: Option<String>,
     pub assessment: Assessment,
+    pub source: SnapshotSource,
+}
+
+/// Which card a snapshot holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SnapshotSource {
+    /// The public card at the well-known URL: what decisions and refreshes read.
+    Public,
+    /// The authenticated extended card, fetched with the callee's credentials by this probe
+    /// run; it tells what authenticated callers are shown, never what everyone is.
+    Extended {
+        probe_run_id: crate::domain::ids::ProbeRunId,
+    },
+}
+
+impl SnapshotSource {
+    /// As stored in `kind`.
+    pub fn kind(self) -> &'static str {
+        match self {
+            Self::Public => "public",
+            Self::Extended { .. } => "extended",
+        }
+    }
 }
 
 #[cfg(test)]

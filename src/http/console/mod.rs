@@ -555,7 +555,7 @@ async fn card_page(
     let services = &app.services;
     let detail = callees::get(services, id).await?;
     let current = callees::snapshot(&services.store, id, snapshot).await?;
-    let previous = callees::previous_snapshot(&services.store, id, snapshot).await?;
+    let previous = callees::previous_snapshot(&services.store, &current).await?;
     page(pages::card(
         &viewer(&caller),
         &pages::display_name(&detail),

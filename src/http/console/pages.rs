@@ -8,8 +8,8 @@ use maud::{DOCTYPE, Markup, PreEscaped, html};
 use super::diagram;
 use crate::domain::callee::CalleeFilter;
 use crate::domain::capability::CapabilityOutcome;
-use crate::domain::card::CardSnapshot;
 use crate::domain::card::signature::{KeySource, SignatureVerdict};
+use crate::domain::card::{CardSnapshot, SnapshotSource};
 use crate::domain::decision::{ConditionStatus, Decision, Dedup, Posture};
 use crate::domain::gate::{EffectiveGate, Subject};
 use crate::domain::ledger::{EventBody, EventRecord};
@@ -320,11 +320,12 @@ pub fn callee(
             @else {
                 div.scroll tabindex="0" role="region" aria-label="Scrollable table" { table {
                     thead { tr {
-                        th scope="col" { "Fetched" } th scope="col" { "Trust" } th scope="col" { "sha256" }
+                        th scope="col" { "Fetched" } th scope="col" { "Card" } th scope="col" { "Trust" } th scope="col" { "sha256" }
                     } }
                     tbody { @for s in snapshots {
                         tr {
                             td { a href={ "/ui/callees/" (id) "/cards/" (s.id.0) } { (when(s.fetched_at, now)) } }
+                            td { (s.source.kind()) }
                             td { (card_trust(Some(s))) }
                             td.mono { (s.sha256.get(..16).unwrap_or(&s.sha256)) "…" }
                         }
@@ -707,6 +708,15 @@ pub fn card(
             p.crumbs { a href="/ui" { "Callees" } " / " a href={ "/ui/callees/" (callee) } { (callee_name) } " / card snapshot" }
             h1 { "Card snapshot" }
             dl.facts {
+                dt { "Card" } dd {
+                    @match s.source {
+                        SnapshotSource::Public => { "the public card" }
+                        SnapshotSource::Extended { probe_run_id } => {
+                            "the authenticated extended card, fetched with the callee's credentials by "
+                            a href={ "/ui/probes/" (probe_run_id.0) } { "a probe run" }
+                        }
+                    }
+                }
                 dt { "Fetched" } dd { (time::format(s.fetched_at)) " (" (ago(s.fetched_at, now)) ")" }
                 dt { "From" } dd.mono { (s.url) }
                 dt { "sha256" } dd.mono { (s.sha256) }
@@ -719,7 +729,7 @@ pub fn card(
                     dt { "Versions" } dd { (card.versions().iter().map(ToString::to_string).collect::<Vec<_>>().join(", ")) }
                 }
             }
-            h2 { "Changes since the previous snapshot" }
+            h2 { "Changes since the previous snapshot of this card" }
             @match previous {
                 None => { p.muted { "This is the first snapshot." } }
                 Some(p) => {

@@ -25,7 +25,7 @@ impl GrpcBinding {
         params: Value,
     ) -> (u32, Answer) {
         let Some(method) = unary_method(op) else {
-            // A stream, or the extended card, whose AgentCard messages the proto lacks.
+            // A stream.
             let call = ctx.transcript.skip();
             return (
                 call,
@@ -153,7 +153,8 @@ fn unary_method(op: &Op) -> Option<Method> {
         Op::Get(..) => Some(Method::GetTask),
         Op::Cancel(_) => Some(Method::CancelTask),
         Op::SetPush(_) => Some(Method::CreateTaskPushNotificationConfig),
-        Op::Stream | Op::Subscribe(_) | Op::ExtendedCard => None,
+        Op::ExtendedCard => Some(Method::GetExtendedAgentCard),
+        Op::Stream | Op::Subscribe(_) => None,
     }
 }
 

@@ -77,6 +77,7 @@ pub enum Method {
     GetTask,
     CancelTask,
     CreateTaskPushNotificationConfig,
+    GetExtendedAgentCard,
 }
 
 impl Method {
@@ -86,6 +87,7 @@ impl Method {
             Method::GetTask => "GetTask",
             Method::CancelTask => "CancelTask",
             Method::CreateTaskPushNotificationConfig => "CreateTaskPushNotificationConfig",
+            Method::GetExtendedAgentCard => "GetExtendedAgentCard",
         }
     }
 }
@@ -339,6 +341,12 @@ impl GrpcTransport {
                             .create_task_push_notification_config(self.request(m))
                             .await,
                     ),
+                    Err(e) => Reply::Unsendable(e),
+                }
+            }
+            Method::GetExtendedAgentCard => {
+                match decode::<proto::GetExtendedAgentCardRequest>(params) {
+                    Ok(m) => reply(client.get_extended_agent_card(self.request(m)).await),
                     Err(e) => Reply::Unsendable(e),
                 }
             }

@@ -133,14 +133,18 @@ pub async fn search(
     details(store, store.find_callees(filter, after, limit).await?).await
 }
 
-/// The snapshot fetched just before `id`, with its raw card (what a snapshot is compared with).
+/// The snapshot of the same card (public or extended) fetched just before `snapshot`, with
+/// its raw card: what a snapshot is compared with.
 pub async fn previous_snapshot(
     store: &Store,
-    callee_id: CalleeId,
-    id: SnapshotId,
+    snapshot: &CardSnapshot,
 ) -> Result<Option<CardSnapshot>, ServiceError> {
-    match store.snapshots(callee_id, Some(id), 1).await?.first() {
-        Some(older) => Ok(Some(snapshot(store, callee_id, older.id).await?)),
+    let (callee_id, kind) = (snapshot.callee_id, snapshot.source.kind());
+    let older = store
+        .snapshots(callee_id, Some(snapshot.id), Some(kind), 1)
+        .await?;
+    match older.first() {
+        Some(older) => Ok(Some(self::snapshot(store, callee_id, older.id).await?)),
         None => Ok(None),
     }
 }
@@ -165,7 +169,7 @@ pub async fn snapshots(
     limit: u32,
 ) -> Result<Vec<CardSnapshot>, ServiceError> {
     require_callee(store, callee_id).await?;
-    Ok(store.snapshots(callee_id, before, limit).await?)
+    Ok(store.snapshots(callee_id, before, None, limit).await?)
 }
 
 /// One snapshot with its raw card.

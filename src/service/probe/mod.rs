@@ -12,12 +12,14 @@ use serde_json::Value;
 use sha2::Digest;
 use url::Url;
 
-use super::discovery::Discovery;
+use super::discovery::{self, Discovery};
 use super::require_callee;
 use super::{Missing, Queued, ServiceError, Services};
 use crate::domain::binding::Binding;
 use crate::domain::capability::Capability;
-use crate::domain::card::{CardInterface, CardSecurity, NormalizedCard};
+use crate::domain::card::{
+    Assessment, CardInterface, CardSecurity, NormalizedCard, SnapshotSource,
+};
 use crate::domain::credential::{self, AuthPlan, Credential};
 use crate::domain::gate::ProbeStart;
 use crate::domain::ids::{CalleeId, JobId, ProbeRunId};
@@ -152,6 +154,16 @@ pub struct CycleOutput {
     pub observations: Observations,
     pub judgement: Judgement,
     pub transcript: Value,
+    /// The authenticated extended card as fetched, and how it was judged.
+    pub extended_card: Option<FetchedCard>,
+}
+
+/// A card fetched during a probe: its bytes (the JSON answered, or the proto3 JSON of the
+/// gRPC message) and their assessment.
+pub struct FetchedCard {
+    pub url: Url,
+    pub bytes: Vec<u8>,
+    pub assessment: Assessment,
 }
 
 /// The interface to probe for `version`: the one over `wanted` when asked, else the first
@@ -224,18 +236,14 @@ pub struct CardCheck {
 }
 
 /// Fetches the authenticated extended card with the credentials, and judges it like the
-/// public card.
+/// public card: what the cycle makes of it, the card to judge capabilities by when it is
+/// trusted, and the card as fetched, to keep.
 async fn extended_card(
     client: &mut A2aClient,
     check: &CardCheck,
     url: &Url,
-) -> (ExtendedCard, Option<NormalizedCard>) {
-    if client.wire() == Wire::GrpcV1 {
-        // The `lf.a2a.v1` proto cardgate carries declares no AgentCard messages yet.
-        let reason = "cardgate does not fetch the extended card over gRPC yet".to_string();
-        return (ExtendedCard::Skipped { reason }, None);
-    }
-    let refused = |reason: String| (ExtendedCard::Refused { reason }, None);
+) -> (ExtendedCard, Option<NormalizedCard>, Option<FetchedCard>) {
+    let refused = |reason: String| (ExtendedCard::Refused { reason }, None, None);
     let value = match client.extended_card("extended card").await.1 {
         Answer::Result(value) => value,
         Answer::Error { code, message } => {
@@ -250,7 +258,7 @@ async fn extended_card(
         .discovery
         .assess(url, &bytes, check.trusted_keys.as_ref())
         .await;
-    match assessment.card.filter(|_| assessment.trusted) {
+    let outcome = match assessment.card.clone().filter(|_| assessment.trusted) {
         Some(card) => (
             ExtendedCard::Used {
                 sha256: hex::encode(sha2::Sha256::digest(&bytes)),
@@ -259,11 +267,22 @@ async fn extended_card(
             },
             Some(card),
         ),
-        None => refused(format!(
-            "the extended card is not trusted: {}",
-            assessment.problem.unwrap_or_default()
-        )),
-    }
+        None => (
+            ExtendedCard::Refused {
+                reason: format!(
+                    "the extended card is not trusted: {}",
+                    assessment.problem.clone().unwrap_or_default()
+                ),
+            },
+            None,
+        ),
+    };
+    let fetched = FetchedCard {
+        url: url.clone(),
+        bytes,
+        assessment,
+    };
+    (outcome.0, outcome.1, Some(fetched))
 }
 
 impl Credentials {
@@ -404,6 +423,7 @@ pub async fn probe_interface(
                 observations,
                 judgement,
                 transcript: Value::Array(Vec::new()),
+                extended_card: None,
             });
         }
     };
@@ -440,13 +460,15 @@ pub async fn probe_interface(
     // presented, and judged by in place of the public card's capabilities.
     let mut advertised = advertised;
     let mut extended = None;
+    let mut fetched_card = None;
     if card.capabilities.extended_agent_card {
         extended = Some(match (&auth, &credentials.cards) {
             (Some(_), Some(check)) => {
-                let (outcome, card) = extended_card(&mut client, check, &url).await;
+                let (outcome, card, fetched) = extended_card(&mut client, check, &url).await;
                 if let Some(card) = card {
                     advertised = card.advertised_for(version);
                 }
+                fetched_card = fetched;
                 outcome
             }
             _ => ExtendedCard::Skipped {
@@ -502,6 +524,7 @@ pub async fn probe_interface(
         observations,
         judgement,
         transcript,
+        extended_card: fetched_card,
     })
 }
 
@@ -806,11 +829,28 @@ async fn record(
     job: (JobId, &str),
 ) -> Result<(), anyhow::Error> {
     let judgement = output.judgement;
+    // The extended card is a snapshot of its own, tied to this run.
+    let extended_card = output.extended_card.map(|fetched| {
+        let mut snapshot = discovery::snapshot(
+            run.callee_id,
+            services.now(),
+            &fetched.url,
+            &fetched.bytes,
+            None,
+            None,
+            fetched.assessment,
+        );
+        snapshot.source = SnapshotSource::Extended {
+            probe_run_id: run.id,
+        };
+        snapshot
+    });
     let finished = FinishedRun {
         judgement: &judgement,
         observations: &output.observations,
         transcript: &output.transcript,
         actor: "probe",
+        extended_card: extended_card.as_ref(),
     };
     let appended = services
         .store

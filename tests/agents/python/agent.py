@@ -32,6 +32,13 @@ given in the A2A v1.0 proto-JSON shape:
     {"securitySchemes": {"bearer": {"httpAuthSecurityScheme": {"scheme": "Bearer"}}},
      "securityRequirements": [{"schemes": {"bearer": {"list": []}}}]}
 
+With --extended-card the card says it has an authenticated extended card
+(``capabilities.extendedAgentCard``; v0.3 ``supportsAuthenticatedExtendedCard``)
+and the SDK's handler serves one (GetExtendedAgentCard on every binding): the
+same card, signed on its own, with one more skill and a description saying
+it is what authenticated callers see. Like the schemes, access to it is
+whatever sits in front of the agent.
+
 They are parsed into the SDK's own AgentCard proto (json_format.ParseDict)
 before the card is signed, so the signature covers them and the SDK's
 hybrid card also renders them in v0.3 form (``securitySchemes`` entries get
@@ -41,7 +48,7 @@ sits in front of it does.
 Usage:
 
     python agent.py [--host 127.0.0.1] [--port 0] [--slow-seconds 30] [--public-url URL] [--grpc-only]
-                    [--grpc-compression gzip|deflate] [--security JSON]
+                    [--grpc-compression gzip|deflate] [--security JSON] [--extended-card]
 
 --grpc-compression sets the gRPC server's default compression, as an operator
 can: gRPC compresses an answer only with an algorithm the caller accepts.
@@ -363,11 +370,30 @@ def sign_agent_card(card: AgentCard, signing_key: PyJWK, jku: str) -> AgentCard:
 # --------------------------------------------------------------------------
 
 
+def build_extended_card(card: AgentCard) -> AgentCard:
+    """The card authenticated callers see: `card` with one more skill."""
+    extended = AgentCard()
+    extended.CopyFrom(card)
+    extended.description = (
+        f'{card.description} As authenticated callers see it.'
+    )
+    extended.skills.append(
+        AgentSkill(
+            id='audit',
+            name='Audit',
+            description='Shown to authenticated callers only.',
+            tags=['test'],
+        )
+    )
+    return extended
+
+
 def build_app(
     base_url: str,
     slow_seconds: float,
     grpc_only: bool = False,
     security: AgentCard | None = None,
+    extended_card: bool = False,
 ) -> tuple[Starlette, DefaultRequestHandler]:
     """Wires the SDK components into a Starlette app.
 
@@ -376,11 +402,14 @@ def build_app(
     over gRPC. Either way the app's lifespan closes the handler.
     """
     signing_key, public_jwk = generate_signing_key()
-    card = sign_agent_card(
-        build_agent_card(base_url, grpc_only, security),
-        signing_key,
-        f'{base_url}{JWKS_PATH}',
-    )
+    unsigned = build_agent_card(base_url, grpc_only, security)
+    extended = None
+    if extended_card:
+        unsigned.capabilities.extended_agent_card = True
+        extended = sign_agent_card(
+            build_extended_card(unsigned), signing_key, f'{base_url}{JWKS_PATH}'
+        )
+    card = sign_agent_card(unsigned, signing_key, f'{base_url}{JWKS_PATH}')
     jwks = {'keys': [public_jwk]}
 
     # Push notifications: configs in memory, delivered by the SDK's sender.
@@ -397,6 +426,7 @@ def build_app(
         agent_card=card,
         push_config_store=push_config_store,
         push_sender=push_sender,
+        extended_agent_card=extended,
     )
 
     async def get_jwks(_request: Request) -> JSONResponse:
@@ -500,6 +530,7 @@ async def serve(
     grpc_only: bool = False,
     grpc_compression: str | None = None,
     security: AgentCard | None = None,
+    extended_card: bool = False,
 ) -> None:
     # Bind first, so that the card can carry the real port when port is 0.
     sock = bind_socket(host, port)
@@ -516,10 +547,13 @@ async def serve(
             slow_seconds,
             grpc_compression,
             security,
+            extended_card,
         )
         return
 
-    app, _handler = build_app(card_base_url, slow_seconds, security=security)
+    app, _handler = build_app(
+        card_base_url, slow_seconds, security=security, extended_card=extended_card
+    )
     started = await start_uvicorn(app, sock)
     if started is None:
         return
@@ -637,10 +671,15 @@ async def serve_grpc_only(
     slow_seconds: float,
     compression: str | None = None,
     security: AgentCard | None = None,
+    extended_card: bool = False,
 ) -> None:
     """Serves the card (HTTP/1.1) and A2A over gRPC on the one socket `sock`."""
     app, handler = build_app(
-        card_base_url, slow_seconds, grpc_only=True, security=security
+        card_base_url,
+        slow_seconds,
+        grpc_only=True,
+        security=security,
+        extended_card=extended_card,
     )
 
     # The SDK's servicer for lf.a2a.v1.A2AService, over the same handler.
@@ -739,6 +778,11 @@ def main() -> None:
             'agent)'
         ),
     )
+    parser.add_argument(
+        '--extended-card',
+        action='store_true',
+        help='serve an authenticated extended card (see above)',
+    )
     args = parser.parse_args()
     security = None
     if args.security is not None:
@@ -761,6 +805,7 @@ def main() -> None:
             args.grpc_only,
             args.grpc_compression,
             security,
+            args.extended_card,
         )
     )
 

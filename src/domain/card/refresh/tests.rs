@@ -36,6 +36,7 @@ fn snapshot(sha: &str, problem: Option<&str>) -> CardSnapshot {
             signature: SignatureVerdict::Unsigned,
             uncovered: Vec::new(),
         },
+        source: crate::domain::card::SnapshotSource::Public,
     }
 }
 
