@@ -34,10 +34,13 @@ pub enum EventType {
     CardRepublished,
     CardUntrusted,
     ProbeFinished,
+    /// Another subscription's receiver has failed every attempt for the failing threshold:
+    /// news about the registry itself, not a ledger event.
+    SubscriptionFailing,
 }
 
 impl EventType {
-    pub const ALL: [EventType; 7] = [
+    pub const ALL: [EventType; 8] = [
         Self::SubjectCreated,
         Self::SubjectPromoted,
         Self::SubjectDemoted,
@@ -45,6 +48,7 @@ impl EventType {
         Self::CardRepublished,
         Self::CardUntrusted,
         Self::ProbeFinished,
+        Self::SubscriptionFailing,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -56,6 +60,7 @@ impl EventType {
             Self::CardRepublished => "card.republished",
             Self::CardUntrusted => "card.untrusted",
             Self::ProbeFinished => "probe.finished",
+            Self::SubscriptionFailing => "subscription.failing",
         }
     }
 
@@ -155,6 +160,16 @@ impl Subscription {
         self.status != SubscriptionStatus::Disabled
             && self.callee_id.is_none_or(|c| c == callee)
             && self.events.as_ref().is_none_or(|e| e.contains(&kind))
+    }
+
+    /// Whether news of `kind` about the registry itself (no callee, no ledger event) is queued
+    /// for this subscription: one scoped to a callee gets it only when it names the type.
+    pub fn wants_news(&self, kind: EventType) -> bool {
+        self.status != SubscriptionStatus::Disabled
+            && self
+                .events
+                .as_ref()
+                .map_or(self.callee_id.is_none(), |e| e.contains(&kind))
     }
 
     /// The secrets that sign at `now`: the current one, and the previous one while the
@@ -279,6 +294,29 @@ pub fn payload(
                 "withdrawn": subject.state.withdrawn,
             },
             "previous_seq": previous_seq,
+        },
+    })
+}
+
+/// The ordering key of news about a subscription (its own, apart from every subject's).
+pub fn news_key(subscription: SubscriptionId) -> String {
+    format!("subscription/{subscription}")
+}
+
+/// The body announcing that `failing`'s receiver has failed every attempt since its
+/// `failing_since`, for the failing threshold: sent to the other subscriptions, so someone
+/// hears of a receiver nobody else would (it cannot be told itself). No ledger event, so no
+/// `seq`: the delivery listing shows it as seq 0.
+pub fn failing_payload(failing: &Subscription, now: Timestamp) -> Value {
+    json!({
+        "type": EventType::SubscriptionFailing.as_str(),
+        "timestamp": super::time::format(now),
+        "data": {
+            "subscription": {
+                "id": failing.id,
+                "description": failing.description,
+                "failing_since": failing.failing_since.map(super::time::format),
+            },
         },
     })
 }
@@ -450,6 +488,37 @@ mod tests {
             Health::at(Some(two_days_ago), now, day),
             Health::Failing { .. }
         ));
+    }
+
+    #[test]
+    fn news_of_a_failing_receiver_goes_to_registry_wide_subscriptions_and_those_naming_it() {
+        let now = chrono::DateTime::from_timestamp(1_780_000_000, 0).unwrap();
+        let sub = |callee: Option<CalleeId>, events: Option<Vec<EventType>>| Subscription {
+            id: SubscriptionId::new(),
+            url: "https://hooks.example/x?token=secret".into(),
+            callee_id: callee,
+            events: events.map(|e| e.into_iter().collect()),
+            description: Some("ops".into()),
+            secret: new_secret(),
+            previous_secret: None,
+            previous_until: None,
+            status: SubscriptionStatus::Active,
+            created_at: now,
+            failing_since: Some(now),
+        };
+        let kind = EventType::SubscriptionFailing;
+        assert!(sub(None, None).wants_news(kind));
+        assert!(!sub(Some(CalleeId::new()), None).wants_news(kind));
+        assert!(sub(Some(CalleeId::new()), Some(vec![kind])).wants_news(kind));
+        assert!(!sub(None, Some(vec![EventType::SubjectDemoted])).wants_news(kind));
+        let failing = sub(None, None);
+        let body = failing_payload(&failing, now);
+        assert_eq!(body["type"], "subscription.failing");
+        assert_eq!(body["data"]["subscription"]["id"], failing.id.to_string());
+        assert!(
+            !body.to_string().contains("secret"),
+            "never its URL: {body}"
+        );
     }
 
     #[test]

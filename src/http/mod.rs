@@ -243,7 +243,10 @@ impl utoipa::Modify for Webhooks {
                  CARDGATE_WEBHOOK_HOLD_BACK_SECS); then they go out, and `data.previous_seq` (the \
                  seq of the event before, about that subject, in this subscription) shows the gap, \
                  to be filled from `GET /v1/ledger` while the late delivery keeps retrying. \
-                 Deduplicate by `webhook-id`: a delivery cut off mid-attempt is sent again with it.",
+                 Deduplicate by `webhook-id`: a delivery cut off mid-attempt is sent again with it. \
+                 Besides ledger events, `subscription.failing` tells the other subscriptions, once \
+                 per failure, that a subscription's receiver has failed every attempt for the \
+                 failing threshold.",
             ))
             .parameter(header("webhook-id", "The delivery's id: the same on every retry"))
             .parameter(header("webhook-timestamp", "Unix seconds of this attempt"))

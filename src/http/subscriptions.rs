@@ -28,8 +28,9 @@ pub struct CreateSubscription {
     /// Only events about this callee; every callee's when absent.
     pub callee_id: Option<Uuid>,
     /// Only these event types: `subject.created`, `subject.promoted`, `subject.demoted`,
-    /// `subject.withdrawn`, `card.republished`, `card.untrusted`, `probe.finished`. All when
-    /// absent.
+    /// `subject.withdrawn`, `card.republished`, `card.untrusted`, `probe.finished`,
+    /// `subscription.failing`. All when absent (`subscription.failing` only to subscriptions
+    /// not scoped to a callee, unless they name it).
     pub events: Option<Vec<String>>,
     #[schema(max_length = 500)]
     pub description: Option<String>,
@@ -221,12 +222,50 @@ pub struct DeliveryList {
 #[serde(deny_unknown_fields)]
 pub struct WebhookPayload {
     /// `subject.created`, `subject.promoted`, `subject.demoted`, `subject.withdrawn`,
-    /// `card.republished`, `card.untrusted` or `probe.finished`.
+    /// `card.republished`, `card.untrusted` or `probe.finished` (a ledger event), or
+    /// `subscription.failing` (news about the registry's own receivers).
     #[serde(rename = "type")]
     pub kind: String,
     /// When the event was recorded (RFC 3339).
     pub timestamp: DateTime<Utc>,
-    pub data: WebhookData,
+    pub data: WebhookBody,
+}
+
+/// What a delivery announces: a ledger event about a subject, or a failing receiver.
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+#[serde(untagged)]
+pub enum WebhookBody {
+    Event(Box<WebhookData>),
+    SubscriptionFailing(FailingData),
+}
+
+impl WebhookBody {
+    /// The ledger event's data, for a delivery that announces one.
+    pub fn event(&self) -> Option<&WebhookData> {
+        match self {
+            Self::Event(data) => Some(data.as_ref()),
+            Self::SubscriptionFailing(_) => None,
+        }
+    }
+}
+
+/// `subscription.failing`: another subscription's receiver has failed every attempt since
+/// `failing_since`, for the failing threshold (a day by default). Sent once per failure to
+/// every other subscription that takes all event types registry-wide or names this one;
+/// carries no ledger event (its delivery's `seq` is 0).
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct FailingData {
+    pub subscription: FailingSubscription,
+}
+
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct FailingSubscription {
+    pub id: Uuid,
+    /// Its operator's description, if any (never its URL, which may hold a token).
+    pub description: Option<String>,
+    pub failing_since: Option<DateTime<Utc>>,
 }
 
 #[derive(Debug, Serialize, Deserialize, ToSchema)]

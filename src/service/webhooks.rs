@@ -325,6 +325,27 @@ pub async fn deliver_due(services: &Services, owner: &str) -> Result<usize, Serv
     Ok(count)
 }
 
+/// Tells the other subscriptions of every receiver that has now failed for the failing
+/// threshold (`subscription.failing`), once per failure; wakes the sender if any was queued.
+pub async fn announce_failing(services: &Services) -> Result<usize, ServiceError> {
+    let now = services.now();
+    let threshold = chrono::Duration::from_std(services.webhooks.failing_after)
+        .unwrap_or(chrono::Duration::days(1));
+    let announced = services
+        .store
+        .announce_failing(now - threshold, now, |failing| {
+            webhook::failing_payload(failing, now).to_string()
+        })
+        .await?;
+    for id in &announced {
+        tracing::warn!(subscription.id = %id, "a subscription's receiver is failing; the other subscriptions are told");
+    }
+    if !announced.is_empty() {
+        services.wake_deliveries();
+    }
+    Ok(announced.len())
+}
+
 /// A promotion's or demotion's first attempt carries the attestation kept for its event (made
 /// before the sender was woken) as `data.attestation`; returns the deliveries whose body it set.
 async fn attach_attestations(

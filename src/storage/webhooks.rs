@@ -562,7 +562,8 @@ impl Store {
             for (subscription, ok) in receivers(attempts) {
                 let (query, at) = if ok {
                     (
-                        "update subscriptions set failing_since = null where id = $1",
+                        "update subscriptions set failing_since = null, \
+                         failing_announced_at = null where id = $1",
                         None,
                     )
                 } else {
@@ -580,6 +581,77 @@ impl Store {
             }
             tx.commit().await?;
             Ok::<_, StoreError>(())
+        })
+    }
+}
+
+impl Store {
+    /// Claims the subscriptions whose receiver has failed since before `cutoff` and whose
+    /// failure nobody was told of yet, and queues, in the same transaction, one
+    /// `subscription.failing` delivery about each to every other subscription that wants such
+    /// news, with the body `body` makes. The claimed subscriptions.
+    pub async fn announce_failing(
+        &self,
+        cutoff: Timestamp,
+        now: Timestamp,
+        body: impl Fn(&Subscription) -> String + Send,
+    ) -> Result<Vec<SubscriptionId>, StoreError> {
+        dispatch!(self, |pool| {
+            let mut tx = pool.begin_write().await?;
+            let claimed: Vec<(Uuid,)> = sqlx::query_as(
+                "update subscriptions set failing_announced_at = $2 \
+                 where failing_since <= $1 and failing_announced_at is null \
+                 and status <> 'disabled' returning id",
+            )
+            .bind(cutoff)
+            .bind(now)
+            .fetch_all(&mut *tx)
+            .await?;
+            if claimed.is_empty() {
+                tx.commit().await?;
+                return Ok(Vec::new());
+            }
+            let rows: Vec<SubscriptionRow> = sqlx::query_as(concat!(
+                "select ",
+                subscription_columns!(),
+                " from subscriptions where status <> 'disabled'"
+            ))
+            .fetch_all(&mut *tx)
+            .await?;
+            let all = rows
+                .into_iter()
+                .map(Subscription::try_from)
+                .collect::<Result<Vec<_>, _>>()?;
+            let kind = EventType::SubscriptionFailing;
+            let mut announced = Vec::with_capacity(claimed.len());
+            for (id,) in claimed {
+                let Some(failing) = all.iter().find(|s| s.id.0 == id) else {
+                    continue;
+                };
+                let payload = body(failing);
+                for to in all
+                    .iter()
+                    .filter(|s| s.id != failing.id && s.wants_news(kind))
+                {
+                    sqlx::query(
+                        "insert into deliveries (id, subscription_id, seq, event_type, payload, \
+                         status, attempts, next_attempt_at, created_at, subject, previous_seq) \
+                         values ($1, $2, 0, $3, $4, $5, 0, $6, $6, $7, null)",
+                    )
+                    .bind(DeliveryId::new().0)
+                    .bind(to.id.0)
+                    .bind(kind.as_str())
+                    .bind(&payload)
+                    .bind(DeliveryStatus::Pending.as_str())
+                    .bind(now)
+                    .bind(webhook::news_key(failing.id))
+                    .execute(&mut *tx)
+                    .await?;
+                }
+                announced.push(failing.id);
+            }
+            tx.commit().await?;
+            Ok(announced)
         })
     }
 }

@@ -119,7 +119,7 @@ async fn a_demotion_is_attested_in_a_form_anyone_can_check(db: TestDb) {
     assert_eq!(pushed["predicate"]["gate_state"], "demoted");
     let parsed: cardgate::http::subscriptions::WebhookPayload =
         serde_json::from_value(body.clone()).unwrap_or_else(|e| panic!("{e}: {body}"));
-    assert!(parsed.data.attestation.is_some());
+    assert!(parsed.data.event().unwrap().attestation.is_some());
 
     // The event stream carries it too.
     let stream = server

@@ -291,8 +291,9 @@ async fn deliveries_are_signed_ordered_retried_with_one_id_and_verifiable(db: Te
     for body in &bodies {
         let parsed: cardgate::http::subscriptions::WebhookPayload =
             serde_json::from_value(body.clone()).unwrap_or_else(|e| panic!("{e}: {body}"));
-        assert_eq!(parsed.data.event.seq, body["data"]["event"]["seq"]);
-        assert_eq!(parsed.data.event.hash, body["data"]["event"]["hash"]);
+        let data = parsed.data.event().expect("a ledger event's delivery");
+        assert_eq!(data.event.seq, body["data"]["event"]["seq"]);
+        assert_eq!(data.event.hash, body["data"]["event"]["hash"]);
     }
     let demoted = bodies.last().unwrap();
     assert_eq!(demoted["type"], "subject.demoted");
@@ -855,6 +856,8 @@ async fn subscriptions_are_paused_resumed_tested_and_marked_failing(db: TestDb) 
     assert_eq!(status, 404, "{missing}");
 
     // A receiver that fails everything for longer than the threshold is `failing`.
+    let scoped = Receiver::start(vec![204]).await;
+    subscribe(&server, json!({"url": scoped.url, "callee_id": callee})).await;
     let broken = Receiver::start(vec![500]).await;
     let failing = subscribe(&server, json!({"url": broken.url})).await["id"]
         .as_str()
@@ -873,6 +876,37 @@ async fn subscriptions_are_paused_resumed_tested_and_marked_failing(db: TestDb) 
     assert_eq!(health, "failing");
     let (_, healthy) = server.get(&format!("/v1/subscriptions/{sub}")).await;
     assert_eq!(healthy["health"], "healthy", "{healthy}");
+    // The other subscriptions hear of it, once: `subscription.failing`, signed like any
+    // delivery and in the documented shape. One scoped to a callee is not told unless it asks.
+    let told = wait_for(&receiver, |b| b["type"] == "subscription.failing").await;
+    assert!(told.headers["webhook-signature"].starts_with("v1,"));
+    let body = told.json();
+    assert_eq!(
+        body["data"]["subscription"]["id"],
+        failing.as_str(),
+        "{body:#}"
+    );
+    let parsed: cardgate::http::subscriptions::WebhookPayload =
+        serde_json::from_value(body.clone()).unwrap_or_else(|e| panic!("{e}: {body}"));
+    assert!(parsed.data.event().is_none(), "{body:#}");
+    tokio::time::sleep(Duration::from_millis(2_500)).await;
+    let announcements = |r: &Receiver| {
+        r.received()
+            .iter()
+            .filter(|b| b.json()["type"] == "subscription.failing")
+            .count()
+    };
+    assert_eq!(announcements(&receiver), 1, "told once per failure");
+    assert_eq!(
+        announcements(&scoped),
+        0,
+        "a callee's subscription is not told"
+    );
+    assert_eq!(
+        announcements(&broken),
+        0,
+        "a failing receiver is not told of itself"
+    );
     let metrics = reqwest::get(server.url("/metrics")).await.unwrap();
     let metrics = metrics.text().await.unwrap();
     let line = "cardgate_webhook_subscriptions_failing 1";
