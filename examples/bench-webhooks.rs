@@ -5,7 +5,9 @@
 //! the latency of a delivery is its arrival time minus its event's `recorded_at` (the same
 //! clock). cardgate, the agent and the receiver share this process and the machine's cores.
 //!
-//! `cargo run --release --example bench-webhooks -- [subscriptions]`; with
+//! `cargo run --release --example bench-webhooks -- [subscriptions] [callees]` (callees are
+//! registered one after another, each once the deliveries about the one before arrived: more
+//! samples of the same thing); with
 //! `RUST_LOG=cardgate::service::webhooks=debug`, each sending round logs where its time went
 //! (claim, send, record).
 //! `BENCH_DATABASE_URL=postgres://postgres@127.0.0.1:5432/postgres cargo run --release --example bench-webhooks`
@@ -44,10 +46,15 @@ async fn main() -> anyhow::Result<()> {
         .nth(1)
         .and_then(|s| s.parse().ok())
         .unwrap_or(1000);
+    let callees: usize = std::env::args()
+        .nth(2)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(1)
+        .max(1);
     let work = tempfile::tempdir()?;
     let db = bench_db::BenchDb::open("cardgate_whbench", work.path()).await?;
     let target = db.target.clone();
-    println!("backend: {target:?}, {subscriptions} subscriptions");
+    println!("backend: {target:?}, {subscriptions} subscriptions, {callees} callees");
 
     // The receiver.
     let arrivals: Arrivals = Arc::default();
@@ -100,23 +107,47 @@ async fn main() -> anyhow::Result<()> {
         let r = post("/v1/subscriptions", json!({"url": hook})).await?;
         anyhow::ensure!(r.status() == 201, "subscribing: {}", r.status());
     }
-    let agent = FakeAgent::start(FakeAgentConfig::default(), Behaviour::Conformant).await?;
-    let r = post("/v1/callees", json!({"card_url": agent.origin()})).await?;
-    anyhow::ensure!(r.status() == 201, "registering: {}", r.status());
-    let expected = 3 * subscriptions;
-    let started = std::time::Instant::now();
-    while arrivals_of(&arrivals).len() < expected && started.elapsed() < Duration::from_secs(300) {
-        tokio::time::sleep(Duration::from_millis(50)).await;
+    // One callee after another, each once its deliveries have all arrived: every callee adds
+    // three samples per subscription, taken on a quiet registry.
+    let mut agents = Vec::with_capacity(callees);
+    for n in 1..=callees {
+        let agent = FakeAgent::start(FakeAgentConfig::default(), Behaviour::Conformant).await?;
+        let r = post("/v1/callees", json!({"card_url": agent.origin()})).await?;
+        anyhow::ensure!(r.status() == 201, "registering: {}", r.status());
+        agents.push(agent);
+        let expected = 3 * subscriptions * n;
+        let started = std::time::Instant::now();
+        while arrivals_of(&arrivals).len() < expected
+            && started.elapsed() < Duration::from_secs(300)
+        {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
     }
+    let expected = 3 * subscriptions * callees;
 
-    let mut latencies: Vec<f64> = arrivals_of(&arrivals)
+    let typed: Vec<(String, f64)> = arrivals_of(&arrivals)
         .iter()
         .filter_map(|(at, payload)| {
             let recorded = payload["data"]["event"]["recorded_at"].as_str()?;
             let recorded: DateTime<Utc> = recorded.parse().ok()?;
-            Some((*at - recorded).num_microseconds()? as f64 / 1000.0)
+            let ms = (*at - recorded).num_microseconds()? as f64 / 1000.0;
+            Some((payload["type"].as_str()?.to_string(), ms))
         })
         .collect();
+    // Per event type: where the time goes differs (a promotion waits for its attestation and
+    // for the delivery before it about the same subject).
+    for kind in ["subject.created", "probe.finished", "subject.promoted"] {
+        let mut of: Vec<f64> = typed
+            .iter()
+            .filter(|(t, _)| t == kind)
+            .map(|(_, ms)| *ms)
+            .collect();
+        of.sort_by(f64::total_cmp);
+        if let Some(median) = of.get(of.len() / 2) {
+            println!("  {kind}: p50 {median:.1} ms");
+        }
+    }
+    let mut latencies: Vec<f64> = typed.into_iter().map(|(_, ms)| ms).collect();
     latencies.sort_by(f64::total_cmp);
     let pct = |p: f64| latencies[((latencies.len() as f64 - 1.0) * p).round() as usize];
     println!(

@@ -32,7 +32,13 @@ pub async fn attest(
 /// Attests each promotion and demotion among `appended` (just committed) and keeps the
 /// attestations. A failure is logged, never the caller's: the verdict stands in the ledger,
 /// and `GET …/attestation` makes one on request.
+///
+/// The webhook sender is woken first, and again as each attestation is kept: the deliveries
+/// that need none go out while attestations are made (signing one reads the store a dozen
+/// times), and a promotion's or demotion's first attempt waits in the claim until its
+/// attestation is there.
 pub async fn record(services: &Services, appended: &[(EventRecord, Subject)]) {
+    services.wake_deliveries();
     for (event, _) in appended
         .iter()
         .filter(|(e, _)| matches!(e.kind.as_str(), "promoted" | "demoted"))
@@ -40,6 +46,7 @@ pub async fn record(services: &Services, appended: &[(EventRecord, Subject)]) {
         if let Err(e) = record_one(services, event).await {
             tracing::warn!(seq = event.seq, error = %e, "attesting a {} event", event.kind);
         }
+        services.wake_deliveries();
     }
 }
 

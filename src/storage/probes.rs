@@ -400,19 +400,51 @@ impl Store {
 
     /// Records a finished cycle, the ledger events its outcome causes and the job's completion,
     /// in one transaction. `outcome` turns the subject's state *as of this transaction* into
-    /// events, so a concurrent demotion cannot be overtaken by a stale promotion.
+    /// events, so a concurrent demotion cannot be overtaken by a stale promotion. `clock` is
+    /// read once the evidence is stored: the events are stamped when they are appended.
     pub async fn finish_probe_run(
         &self,
         id: ProbeRunId,
         job: Option<(JobId, &str)>,
         finished: FinishedRun<'_>,
         outcome: impl FnOnce(&SubjectState) -> Vec<EventBody> + Send,
-        now: Timestamp,
+        clock: impl Fn() -> Timestamp + Send,
     ) -> Result<Vec<(EventRecord, Subject)>, StoreError> {
         let run = self.probe_run(id).await?;
         dispatch!(self, |pool| {
             let mut tx = pool.begin_write().await?;
+            // The evidence first, before the ledger lock: a transcript is up to 2 MiB of JSON,
+            // and storing it (Postgres compresses it: 40 ms for a typical run here) must
+            // neither hold up every other append nor sit between the events' `recorded_at`
+            // and their commit, which is what a webhook's latency is measured from.
+            let stored = sqlx::query(
+                "update probe_runs set passed = $2, judgement = $3, observations = $4, \
+                 transcript = $5, facts = $6 where id = $1 and status = 'running'",
+            )
+            .bind(id.0)
+            .bind(finished.judgement.verdict.passed)
+            .bind(serde_json::to_string(finished.judgement).expect("judgements serialize"))
+            .bind(serde_json::to_string(finished.observations).expect("observations serialize"))
+            .bind(finished.transcript.to_string())
+            .bind(
+                serde_json::to_string(&JudgementFacts::from(finished.judgement))
+                    .expect("facts serialize"),
+            )
+            .execute(&mut *tx)
+            .await?
+            .rows_affected();
+            if stored != 1 {
+                return Err(StoreError::Conflict(format!(
+                    "probe run {id} is not running; it cannot finish"
+                )));
+            }
+            if let Some(snapshot) = finished.extended_card {
+                super::snapshot_row::insert_snapshot_query(snapshot)
+                    .execute(&mut *tx)
+                    .await?;
+            }
             tx.lock_ledger().await?;
+            let now = clock();
             // Read under the ledger lock: the state the events are decided on.
             let state = current_state(&mut tx, run.callee_id, run.protocol_version)
                 .await?
@@ -434,21 +466,12 @@ impl Store {
             let appended = tx.append_events(&events, now).await?;
             let seqs: Vec<i64> = appended.iter().map(|(e, _)| e.seq).collect();
             let updated = sqlx::query(
-                "update probe_runs set status = 'finished', finished_at = $2, passed = $3, judgement = $4, \
-                 observations = $5, transcript = $6, ledger_seqs = $7, facts = $8 \
+                "update probe_runs set status = 'finished', finished_at = $2, ledger_seqs = $3 \
                  where id = $1 and status = 'running'",
             )
             .bind(id.0)
             .bind(now)
-            .bind(finished.judgement.verdict.passed)
-            .bind(serde_json::to_string(finished.judgement).expect("judgements serialize"))
-            .bind(serde_json::to_string(finished.observations).expect("observations serialize"))
-            .bind(finished.transcript.to_string())
             .bind(serde_json::to_string(&seqs).expect("numbers serialize"))
-            .bind(
-                serde_json::to_string(&JudgementFacts::from(finished.judgement))
-                    .expect("facts serialize"),
-            )
             .execute(&mut *tx)
             .await?
             .rows_affected();
@@ -461,11 +484,6 @@ impl Store {
                 .bind(run.push_token.clone())
                 .execute(&mut *tx)
                 .await?;
-            if let Some(snapshot) = finished.extended_card {
-                super::snapshot_row::insert_snapshot_query(snapshot)
-                    .execute(&mut *tx)
-                    .await?;
-            }
             // The subject's newest finished run is this one now.
             tx.record_change(Changed::Callee(run.callee_id), now)
                 .await?;

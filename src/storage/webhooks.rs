@@ -558,26 +558,34 @@ impl Store {
             let mut tx = pool.begin_write().await?;
             tx.record(owner, attempts).await?;
             // A receiver is failing from its first failed attempt after a success until its
-            // next success.
-            for (subscription, ok) in receivers(attempts) {
-                let (query, at) = if ok {
-                    (
-                        "update subscriptions set failing_since = null, \
-                         failing_announced_at = null where id = $1",
-                        None,
-                    )
-                } else {
-                    (
-                        "update subscriptions set failing_since = coalesce(failing_since, $2) \
-                         where id = $1",
-                        attempts.first().map(|(_, a)| a.attempted_at),
-                    )
-                };
-                let mut statement = sqlx::query(query).bind(subscription.0);
-                if at.is_some() {
-                    statement = statement.bind(at);
+            // next success. Two statements for the whole batch, and a row is written only when
+            // its health changes: rewriting every subscription after every round left a dead
+            // row version per round for the claim's join to step over.
+            let (ok, failed): (Vec<_>, Vec<_>) =
+                receivers(attempts).into_iter().partition(|(_, ok)| *ok);
+            if !ok.is_empty() {
+                let mut update = sqlx::QueryBuilder::new(
+                    "update subscriptions set failing_since = null, failing_announced_at = null \
+                     where failing_since is not null and id in (",
+                );
+                let mut ids = update.separated(", ");
+                for (id, _) in &ok {
+                    ids.push_bind(id.0);
                 }
-                statement.execute(&mut *tx).await?;
+                update.push(")");
+                update.build().execute(&mut *tx).await?;
+            }
+            if let (false, Some((_, first))) = (failed.is_empty(), attempts.first()) {
+                let mut update =
+                    sqlx::QueryBuilder::new("update subscriptions set failing_since = ");
+                update.push_bind(first.attempted_at);
+                update.push(" where failing_since is null and id in (");
+                let mut ids = update.separated(", ");
+                for (id, _) in &failed {
+                    ids.push_bind(id.0);
+                }
+                update.push(")");
+                update.build().execute(&mut *tx).await?;
             }
             tx.commit().await?;
             Ok::<_, StoreError>(())

@@ -529,7 +529,9 @@ async fn a_worker_that_lost_its_lease_finishes_nothing_and_appends_nothing(db: T
     };
     let head = store.ledger(Some(callee.id), 0, 100).await.unwrap().len();
     let stale = store
-        .finish_probe_run(run.id, Some((job.id, "w1")), finished(), promote, secs(32))
+        .finish_probe_run(run.id, Some((job.id, "w1")), finished(), promote, || {
+            secs(32)
+        })
         .await;
     match stale {
         Err(StoreError::Conflict(why)) => assert!(why.contains("no longer leased to w1"), "{why}"),
@@ -551,7 +553,9 @@ async fn a_worker_that_lost_its_lease_finishes_nothing_and_appends_nothing(db: T
         .await
         .unwrap();
     match store
-        .finish_probe_run(run.id, Some((job.id, "w2")), finished(), promote, secs(34))
+        .finish_probe_run(run.id, Some((job.id, "w2")), finished(), promote, || {
+            secs(34)
+        })
         .await
     {
         Err(StoreError::Conflict(why)) => assert!(why.contains("not running"), "{why}"),
@@ -624,7 +628,7 @@ async fn re_promotion_follows_ledger_order_whatever_the_clocks_say(db: TestDb) {
                     Some((claimed.id, "w")),
                     evidence.finished(),
                     |state| ledger_events(state, run.id, &start, &evidence.judgement),
-                    secs(worker_clock + 1),
+                    || secs(worker_clock + 1),
                 )
                 .await
                 .unwrap();

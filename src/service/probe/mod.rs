@@ -859,11 +859,11 @@ async fn record(
             Some(job),
             finished,
             |state| outcome::ledger_events(state, run.id, start, &judgement),
-            services.now(),
+            || services.now(),
         )
         .await?;
-    // Attested before the after-write duties wake the webhook sender, so the deliveries of a
-    // promotion or demotion carry their attestation.
+    // Attested before the read model catches up; the sender is woken as soon as it may send
+    // (a promotion's or demotion's delivery waits for its attestation in the claim).
     super::attestations::record(services, &appended).await;
     services.committed(Queued::Nothing).await;
     let kinds: Vec<&str> = appended.iter().map(|(e, _)| e.kind.as_str()).collect();
