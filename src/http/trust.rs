@@ -17,7 +17,7 @@ use crate::domain::capability::Capability;
 use crate::domain::decision::{ConditionStatus, Decision, Dedup, Posture};
 use crate::domain::ids::CalleeId;
 use crate::domain::version::ProtocolVersion;
-use crate::service::{callees, trust};
+use crate::service::trust;
 
 #[derive(Debug, Deserialize, IntoParams)]
 #[into_params(parameter_in = Query)]
@@ -273,8 +273,8 @@ pub async fn get_trust(
     let services = &app.services;
     let callee_id = match callee {
         Callee::Id(id) => id,
-        // One indexed lookup; the decision itself still comes from memory.
-        Callee::CardUrl(url) => callees::find_by_card_url(&services.store, &url)
+        // From memory, like the decision: a caller that knows only the URL reads no database.
+        Callee::CardUrl(url) => trust::callee_by_card_url(&services.view, &url, min_seq)
             .await?
             .ok_or_else(|| {
                 ApiError::NotFound(format!("no callee is registered with card URL {url}"))

@@ -1,5 +1,5 @@
 //! The read model: everything a decision and an API-key check need, held in memory, so that
-//! answering a caller touches no database.
+//! answering a caller touches no database, whether it names the callee by id or by card URL.
 //!
 //! Built at start from the store, then kept current by the change feed: every write a
 //! decision depends on records a change row in its own transaction (`storage::changes`).
@@ -16,6 +16,7 @@ use std::time::Duration;
 use tokio::sync::{Mutex, watch};
 
 use crate::domain::apikey::ApiKey;
+use crate::domain::callee::CardUrl;
 use crate::domain::card::CardSnapshot;
 use crate::domain::decision::{self, CardFacts, Decision, DecisionInput, Posture, ProbeFacts};
 use crate::domain::gate::Subject;
@@ -37,6 +38,10 @@ pub struct ReadModel {
 struct Inner {
     store: Store,
     callees: RwLock<HashMap<CalleeId, Arc<CalleeInputs>>>,
+    /// Callees by their normalized card URL (`CardUrl`'s form, as registration stores it), so
+    /// a caller that knows only the URL is answered from memory too. A callee's URL never
+    /// changes and callees are never deleted: entries are only added.
+    card_urls: RwLock<HashMap<String, CalleeId>>,
     /// Live keys by the hash of their secret.
     keys: RwLock<HashMap<String, Arc<ApiKey>>>,
     /// The last change row applied and the ledger seq everything applied reflects.
@@ -104,6 +109,7 @@ impl ReadModel {
             inner: Arc::new(Inner {
                 store,
                 callees: RwLock::default(),
+                card_urls: RwLock::default(),
                 keys: RwLock::default(),
                 applied: watch::Sender::new(FeedHead::default()),
                 syncing: Mutex::new(()),
@@ -124,6 +130,11 @@ impl ReadModel {
             .get(&posture.caller_version)
             .unwrap_or(&inputs.no_subject);
         Some(decision::evaluate(posture, input))
+    }
+
+    /// The callee registered with `card_url`, if this model knows it.
+    pub fn callee_by_card_url(&self, card_url: &CardUrl) -> Option<CalleeId> {
+        read(&self.inner.card_urls).get(card_url.as_str()).copied()
     }
 
     /// The live key whose secret hashes to `key_hash`.
@@ -246,16 +257,20 @@ impl ReadModel {
         // applied on top by the next catch-up.
         let head = store.feed_head().await?;
         let mut fresh: HashMap<CalleeId, Arc<CalleeInputs>> = HashMap::new();
+        let mut urls: HashMap<String, CalleeId> = HashMap::new();
         let mut after = None;
         loop {
             let ids = store.callee_ids(after, LOAD_PAGE).await?;
             let (Some(&from), Some(&to)) = (ids.first(), ids.last()) else {
                 break;
             };
-            fresh.extend(self.load_range(from, to, &ids).await?);
+            let (inputs, card_urls) = self.load_range(from, to, &ids).await?;
+            fresh.extend(inputs);
+            urls.extend(card_urls.into_iter().map(|(id, url)| (url, id)));
             after = Some(to);
         }
         *write(&self.inner.callees) = fresh;
+        *write(&self.inner.card_urls) = urls;
         self.reload_keys().await?;
         self.inner.applied.send_replace(head);
         Ok(())
@@ -267,25 +282,28 @@ impl ReadModel {
         if !self.inner.store.callee_exists(id).await? {
             return Ok(());
         }
-        let loaded = self.load_range(id, id, &[id]).await?;
-        write(&self.inner.callees).extend(loaded);
+        let (inputs, card_urls) = self.load_range(id, id, &[id]).await?;
+        write(&self.inner.callees).extend(inputs);
+        write(&self.inner.card_urls).extend(card_urls.into_iter().map(|(id, url)| (url, id)));
         Ok(())
     }
 
-    /// The inputs of the callees `ids`, all within `from..=to`: four queries for the range.
+    /// The inputs of the callees `ids`, all within `from..=to`, and their card URLs: four
+    /// queries for the range.
     async fn load_range(
         &self,
         from: CalleeId,
         to: CalleeId,
         ids: &[CalleeId],
-    ) -> Result<Vec<(CalleeId, Arc<CalleeInputs>)>, StoreError> {
+    ) -> Result<(Vec<(CalleeId, Arc<CalleeInputs>)>, Vec<(CalleeId, String)>), StoreError> {
         let store = &self.inner.store;
-        // Three reads on three connections: the database works on one while this process
+        // Four reads on four connections: the database works on one while this process
         // parses another (the bulk load of 100,000 subjects is bound by both).
-        let (subject_rows, snapshot_rows, probe_rows) = tokio::try_join!(
+        let (subject_rows, snapshot_rows, probe_rows, card_urls) = tokio::try_join!(
             store.subjects_between(from, to),
             store.newest_snapshots(from, to),
             store.newest_probe_facts(from, to),
+            store.card_urls_between(from, to),
         )?;
         let mut subjects: HashMap<CalleeId, Vec<Subject>> = HashMap::new();
         for subject in subject_rows {
@@ -299,7 +317,7 @@ impl ReadModel {
         for (callee, version, facts) in probe_rows {
             probes.entry(callee).or_default().insert(version, facts);
         }
-        Ok(ids
+        let inputs = ids
             .iter()
             .map(|id| {
                 let inputs = CalleeInputs::build(
@@ -309,7 +327,8 @@ impl ReadModel {
                 );
                 (*id, Arc::new(inputs))
             })
-            .collect())
+            .collect();
+        Ok((inputs, card_urls))
     }
 
     async fn reload_keys(&self) -> Result<(), StoreError> {

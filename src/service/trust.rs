@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use super::readmodel::{ReadModel, Reflection};
 use super::{Missing, ServiceError, require_callee};
+use crate::domain::callee::CardUrl;
 use crate::domain::decision::{self, Decision, Posture};
 use crate::domain::ids::CalleeId;
 use crate::storage::Store;
@@ -23,25 +24,41 @@ pub async fn decide(
     posture: &Posture,
     min_seq: Option<i64>,
 ) -> Result<Decision, ServiceError> {
-    if let Some(seq) = min_seq {
-        match view.reflect(seq, MAX_CATCH_UP_WAIT).await {
-            Reflection::Reflected => {}
-            Reflection::Ahead { head } => {
-                // Not malformed: the ledger may reach it later. A conflict with its state.
-                return Err(ServiceError::Conflict(format!(
-                    "min_seq {seq} is ahead of the ledger, whose newest seq is {head}: pass the \
-                     `ledger_seq` a write answered"
-                )));
-            }
-            Reflection::Behind => {
-                return Err(ServiceError::Behind(format!(
-                    "this replica has not caught up with ledger seq {seq} yet; retry shortly"
-                )));
-            }
-        }
-    }
+    reflect(view, min_seq).await?;
     view.decide(callee_id, posture)
         .ok_or(ServiceError::NotFound(Missing::Callee(callee_id)))
+}
+
+/// The callee registered with `card_url` (normalized as at registration), from memory, once
+/// the model reflects `min_seq`; `None` for a URL no callee has (or that could not be one).
+pub async fn callee_by_card_url(
+    view: &ReadModel,
+    card_url: &str,
+    min_seq: Option<i64>,
+) -> Result<Option<CalleeId>, ServiceError> {
+    reflect(view, min_seq).await?;
+    Ok(CardUrl::parse(card_url)
+        .ok()
+        .and_then(|url| view.callee_by_card_url(&url)))
+}
+
+/// Waits, at most [`MAX_CATCH_UP_WAIT`], until the model reflects the ledger seq the caller
+/// knows of (it just wrote it, perhaps through another replica).
+async fn reflect(view: &ReadModel, min_seq: Option<i64>) -> Result<(), ServiceError> {
+    let Some(seq) = min_seq else {
+        return Ok(());
+    };
+    match view.reflect(seq, MAX_CATCH_UP_WAIT).await {
+        Reflection::Reflected => Ok(()),
+        // Not malformed: the ledger may reach it later. A conflict with its state.
+        Reflection::Ahead { head } => Err(ServiceError::Conflict(format!(
+            "min_seq {seq} is ahead of the ledger, whose newest seq is {head}: pass the \
+             `ledger_seq` a write answered"
+        ))),
+        Reflection::Behind => Err(ServiceError::Behind(format!(
+            "this replica has not caught up with ledger seq {seq} yet; retry shortly"
+        ))),
+    }
 }
 
 /// The same decision computed from the store, row by row: the reference the read model is

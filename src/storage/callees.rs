@@ -149,6 +149,25 @@ impl Store {
         Ok(found.map(|(id,)| CalleeId(id)))
     }
 
+    /// The card URL (normalized, as stored) of every callee with an id in `from..=to`.
+    pub async fn card_urls_between(
+        &self,
+        from: CalleeId,
+        to: CalleeId,
+    ) -> Result<Vec<(CalleeId, String)>, StoreError> {
+        let rows: Vec<(Uuid, String)> = dispatch!(self, |pool| {
+            sqlx::query_as("select id, card_url from callees where id between $1 and $2")
+                .bind(from.0)
+                .bind(to.0)
+                .fetch_all(pool)
+                .await
+        })?;
+        Ok(rows
+            .into_iter()
+            .map(|(id, url)| (CalleeId(id), url))
+            .collect())
+    }
+
     /// Callees whose card is due on the refresh schedule (never fetched, or out of backoff),
     /// oldest first, at most `limit`.
     pub async fn due_for_refresh(

@@ -323,3 +323,76 @@ async fn key_op(
         format!("key {} revoked", keys[i].0)
     }
 }
+
+/// A caller that knows only the card URL is answered from memory: with the database gone
+/// (every connection cut, new ones refused), `GET /v1/trust?card_url=…` still answers, in
+/// every spelling registration accepts, and an unknown URL is still 404. Postgres only: a
+/// gate in front of it is what can be taken away.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn card_url_decisions_read_no_database() {
+    use cardgate::storage::DatabaseTarget;
+    let Some(db) = TestDb::postgres().await else {
+        return;
+    };
+    let DatabaseTarget::Postgres(url) = &db.target else {
+        unreachable!("a Postgres test database")
+    };
+    let mut gated = url::Url::parse(url).unwrap();
+    let upstream = format!(
+        "{}:{}",
+        gated.host_str().unwrap(),
+        gated.port().unwrap_or(5432)
+    );
+    let upstream = tokio::net::lookup_host(upstream)
+        .await
+        .unwrap()
+        .next()
+        .unwrap();
+    let gate = crate::support::gate::DbGate::start(upstream).await;
+    gated.set_host(Some("127.0.0.1")).unwrap();
+    gated.set_port(Some(gate.addr.port())).unwrap();
+    let server = TestServer::start_with(crate::support::test_settings(DatabaseTarget::Postgres(
+        gated.to_string(),
+    )))
+    .await;
+    let agent = FakeAgent::start(FakeAgentConfig::default(), Behaviour::Conformant)
+        .await
+        .unwrap();
+    let callee = crate::probes::register(&server, &agent.origin(), json!({})).await;
+    crate::probes::probe(&server, &callee, "1.0").await;
+    let ask = |card_url: String| {
+        let server = &server;
+        async move {
+            let query = url::form_urlencoded::Serializer::new(String::new())
+                .append_pair("card_url", &card_url)
+                .append_pair("caller_version", "1.0")
+                .finish();
+            server.get(&format!("/v1/trust?{query}")).await
+        }
+    };
+    let (status, before) = ask(agent.origin()).await;
+    assert_eq!(status, 200, "{before}");
+    assert_eq!(before["authoritative"], true, "{before}");
+
+    gate.close();
+    let (status, ready) = server.get("/readyz").await;
+    assert_eq!(status, 503, "the database is gone: {ready}");
+    for spelling in [
+        agent.origin(),
+        format!("{}/", agent.origin()),
+        format!("  {}  ", agent.origin()),
+    ] {
+        let (status, after) = ask(spelling.clone()).await;
+        assert_eq!(status, 200, "{spelling:?}: {after}");
+        assert_eq!(after["callee_id"], callee.as_str());
+        assert_eq!(after["authoritative"], true, "{after}");
+        assert_eq!(after["conditions"], before["conditions"]);
+    }
+    let (status, unknown) = ask("http://127.0.0.1:9/".into()).await;
+    assert_eq!(status, 404, "{unknown}");
+    assert_eq!(error_code(&unknown), "not_found");
+    let (status, _) = ask("not a url".into()).await;
+    assert_eq!(status, 404);
+    // A stop with the database gone must not hang the suite.
+    let _ = tokio::time::timeout(std::time::Duration::from_secs(10), server.stop()).await;
+}

@@ -4,6 +4,7 @@
 pub mod agents;
 pub mod auth_front;
 pub mod cards;
+pub mod gate;
 pub mod proxy;
 pub mod tls;
 
