@@ -11,7 +11,8 @@
 #
 # What is measured: a promoted subject of a conformant fake agent, asked about by a caller holding
 # a reader key, with `requires=streaming,pushNotifications`: the key checked against memory, the
-# rate limiter, and the decision evaluated from the in-memory read model (no database access).
+# rate limiter, and the decision evaluated from the in-memory read model (no database access);
+# once by `callee_id`, once by `card_url` (resolved from memory too).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 DURATION=${DURATION:-20s}
@@ -81,9 +82,14 @@ bench_backend() { # name database_url
   cg_after=$(cpu_of "$server"); pg_after=$(cpu_of $(pgrep -x postgres || true))
   report_cpu cardgate "$(requests_of "$1")" "$cg_before" "$cg_after"
   if [ "$1" = postgres ]; then report_cpu "postgres (all backends)" "$(requests_of "$1")" "$pg_before" "$pg_after"; fi
+  # The same question by card URL, as `cardgate can-i-trust --callee <url>` asks it.
+  local card_url
+  card_url=$(python3 -c 'import sys, urllib.parse; print(urllib.parse.quote(sys.argv[1], safe=""))' "http://127.0.0.1:$AGENT_PORT")
+  run_wrk "$1-card-url" "$url/v1/trust?card_url=$card_url&caller_version=1.0&requires=streaming,pushNotifications" "Authorization: Bearer $reader"
   # The same binary's cheapest route, in the same run: the ceiling issue 12 measures against.
   run_wrk "$1-healthz" "$url/healthz"
   ratio "$1" "$1-healthz"
+  ratio "$1-card-url" "$1-healthz"
 }
 
 rps_of() { awk '/Requests\/sec/ {print $2}' "$WORK/$1.txt"; }
