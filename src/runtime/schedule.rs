@@ -163,6 +163,23 @@ pub async fn refresh_sweep(
     Ok(enqueued)
 }
 
+/// Claims the sweep `name` for this tick across replicas: `true` if this process should run it.
+/// Every replica's scheduler fires at the same whole second of the cron expression (seconds
+/// are its finest field), so a claim made since that second began means another replica has
+/// it. Clocks apart by more than the time between a tick and its claim could let two replicas
+/// both sweep: harmless, as every sweep only queues what is not queued already.
+pub async fn claim(services: &Services, name: &str) -> Result<bool, ServiceError> {
+    use chrono::SubsecRound;
+    let now = services.now();
+    Ok(services
+        .store
+        .claim_sweep(name, now, now.trunc_subsecs(0))
+        .await?)
+}
+
+/// Callees read per page of the re-probe sweep.
+const REPROBE_PAGE: u32 = 1_000;
+
 /// Enqueues a probe for every live subject that is demoted, never probed, or whose newest probe
 /// is older than `stale_after` (only a fresh passing probe re-promotes a demoted subject).
 pub async fn reprobe_sweep(
@@ -172,53 +189,48 @@ pub async fn reprobe_sweep(
     let now = services.now();
     let stale_before =
         now - chrono::Duration::from_std(settings.stale_after).unwrap_or(chrono::Duration::MAX);
+    let store = &services.store;
     let mut enqueued = 0;
     let mut after = None;
+    // A page of callees costs three queries whatever its size: their ids, their subjects and
+    // their newest probe runs' starts. Only due subjects cost more (one enqueue each).
     loop {
-        let page = services.store.callee_ids(after, 500).await?;
-        let Some(last) = page.last().copied() else {
+        let page = store.callee_ids(after, REPROBE_PAGE).await?;
+        let (Some(&first), Some(&last)) = (page.first(), page.last()) else {
             break;
         };
         after = Some(last);
-        for callee in page {
-            for subject in services.store.subjects(callee).await? {
-                if subject.state.withdrawn || subject.state.card_untrusted.is_some() {
-                    continue;
-                }
-                let last = services
-                    .store
-                    .latest_probe(callee, subject.protocol_version)
-                    .await?;
-                let due = subject.state.gate.is_demoted()
-                    || last
-                        .as_ref()
-                        .is_none_or(|r| r.start().map_or(r.created_at, |s| s.at) < stale_before);
-                if !due {
-                    continue;
-                }
-                let reason = if subject.state.gate.is_demoted() {
-                    "schedule: demoted"
-                } else {
-                    "schedule: stale"
-                };
-                match probe::enqueue_probe(
-                    &services.store,
-                    callee,
-                    subject.protocol_version,
-                    reason,
-                    "scheduler",
-                    now,
-                )
-                .await
-                {
-                    Ok(_) => enqueued += 1,
-                    Err(ServiceError::Conflict(_)) => {}
-                    Err(e) => {
-                        return Err(anyhow::Error::new(e).context(format!(
-                            "queueing a probe of {callee} {}",
-                            subject.protocol_version
-                        )));
-                    }
+        let (subjects, starts) = tokio::try_join!(
+            store.subjects_between(first, last),
+            store.newest_probe_starts(first, last),
+        )?;
+        let starts: std::collections::HashMap<_, _> = starts
+            .into_iter()
+            .map(|(callee, version, at)| ((callee, version), at))
+            .collect();
+        for subject in subjects {
+            if subject.state.withdrawn || subject.state.card_untrusted.is_some() {
+                continue;
+            }
+            let (callee, version) = (subject.callee_id, subject.protocol_version);
+            let demoted = subject.state.gate.is_demoted();
+            let stale = starts
+                .get(&(callee, version))
+                .is_none_or(|at| *at < stale_before);
+            if !(demoted || stale) {
+                continue;
+            }
+            let reason = if demoted {
+                "schedule: demoted"
+            } else {
+                "schedule: stale"
+            };
+            match probe::enqueue_probe(store, callee, version, reason, "scheduler", now).await {
+                Ok(_) => enqueued += 1,
+                Err(ServiceError::Conflict(_)) => {}
+                Err(e) => {
+                    return Err(anyhow::Error::new(e)
+                        .context(format!("queueing a probe of {callee} {version}")));
                 }
             }
         }
@@ -261,6 +273,16 @@ pub async fn start(
             let span = tracing::info_span!("sweep", sweep = name);
             Box::pin(
                 async move {
+                    // Every replica's scheduler fires on this tick; the first to claim it
+                    // sweeps, the others leave it (their last tick stays as it was).
+                    match claim(&services, name).await {
+                        Ok(true) => {}
+                        Ok(false) => {
+                            tracing::info!(sweep = name, "another replica ran this {name} sweep");
+                            return;
+                        }
+                        Err(e) => tracing::warn!(sweep = name, error = %e, "claiming the {name} sweep; running it anyway"),
+                    }
                     let result = match name {
                         "refresh" => refresh_sweep(&services, &settings).await,
                         _ => reprobe_sweep(&services, &settings).await,

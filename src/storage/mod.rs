@@ -31,6 +31,7 @@ mod sessions;
 mod snapshot_row;
 mod snapshots;
 mod stats;
+mod sweeps;
 mod webhooks;
 
 pub use changes::{Change, ChangeSignal, Changed, FeedHead};

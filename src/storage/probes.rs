@@ -373,6 +373,35 @@ impl Store {
         row.map(TryInto::try_into).transpose()
     }
 
+    /// For every subject of the callees with an id in `from..=to` that was ever probed: when
+    /// its newest probe run started (or was requested, if it has not started). One query for
+    /// the range: what the re-probe sweep reads a page at a time.
+    pub async fn newest_probe_starts(
+        &self,
+        from: CalleeId,
+        to: CalleeId,
+    ) -> Result<Vec<(CalleeId, ProtocolVersion, Timestamp)>, StoreError> {
+        let rows: Vec<(Uuid, String, DateTime<Utc>)> = dispatch!(self, |pool| {
+            sqlx::query_as(
+                "select callee_id, protocol_version, coalesce(started_at, created_at) from \
+                 (select callee_id, protocol_version, started_at, created_at, row_number() over \
+                 (partition by callee_id, protocol_version order by id desc) as newest \
+                 from probe_runs where callee_id between $1 and $2) as r where newest = 1",
+            )
+            .bind(from.0)
+            .bind(to.0)
+            .fetch_all(pool)
+            .await
+        })?;
+        rows.into_iter()
+            .map(|(callee, version, at)| {
+                let version =
+                    ProtocolVersion::parse_exact(&version).map_err(StoreError::corrupt)?;
+                Ok((CalleeId(callee), version, at))
+            })
+            .collect()
+    }
+
     /// Marks a run running (it has started talking to the callee) and records the ledger head
     /// seq as of its start; returns that seq.
     pub async fn start_probe_run(

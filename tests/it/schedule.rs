@@ -16,6 +16,8 @@ on_both_backends!(
     a_new_version_is_noticed_probed_and_trusted_within_one_refresh,
     reports_with_evidence_demote_and_others_are_refused,
     sweeps_are_idempotent,
+    the_reprobe_sweep_queues_the_demoted_and_the_stale_only,
+    one_replica_claims_each_sweep_tick,
     an_unreachable_callee_backs_off_and_recovers,
     a_sweep_that_is_off_never_ticks,
 );
@@ -408,4 +410,77 @@ async fn reprobe_tick(server: &TestServer) -> Option<(String, Value)> {
         .as_str()?
         .to_string();
     Some((tick, status))
+}
+
+/// The re-probe sweep, read a page at a time: a demoted subject is due at once, a freshly
+/// probed one only once its probe is older than `stale_after`, and a subject with a probe
+/// already queued is not queued twice.
+async fn the_reprobe_sweep_queues_the_demoted_and_the_stale_only(db: TestDb) {
+    let server = TestServer::start(db.target.clone()).await;
+    let fresh = FakeAgent::start(FakeAgentConfig::default(), Behaviour::Conformant)
+        .await
+        .unwrap();
+    let falling = FakeAgent::start(FakeAgentConfig::default(), Behaviour::Conformant)
+        .await
+        .unwrap();
+    let promoted = register(&server, &fresh.origin(), json!({})).await;
+    let demoted = register(&server, &falling.origin(), json!({})).await;
+    crate::probes::probe(&server, &promoted, "1.0").await;
+    crate::probes::probe(&server, &demoted, "1.0").await;
+    falling.set_behaviour(Behaviour::NoTerminalTimestamp);
+    crate::probes::probe(&server, &demoted, "1.0").await;
+    assert_eq!(gate(&server, &demoted, "1.0").await, "demoted");
+    server.stop().await;
+
+    // Apps that never serve: what a sweep queues stays queued.
+    let reasons = |app: &App, callee: &str| {
+        let store = app.services.store.clone();
+        let callee = cardgate::domain::ids::CalleeId(callee.parse().unwrap());
+        async move {
+            cardgate::service::probe::page(&store, callee, None, 10)
+                .await
+                .unwrap()
+                .into_iter()
+                .map(|r| r.reason)
+                .collect::<Vec<_>>()
+        }
+    };
+    let mut settings = test_settings(db.target.clone());
+    settings.schedule.stale_after = Duration::from_secs(86_400);
+    let app = App::build(settings).await.unwrap();
+    let (services, sweeps) = (&app.services, &app.settings().schedule);
+    assert_eq!(schedule::reprobe_sweep(services, sweeps).await.unwrap(), 1);
+    assert_eq!(reasons(&app, &demoted).await[0], "schedule: demoted");
+    assert_ne!(reasons(&app, &promoted).await[0], "schedule: stale");
+
+    let mut settings = test_settings(db.target.clone());
+    settings.schedule.stale_after = Duration::ZERO;
+    let app = App::build(settings).await.unwrap();
+    let (services, sweeps) = (&app.services, &app.settings().schedule);
+    assert_eq!(
+        schedule::reprobe_sweep(services, sweeps).await.unwrap(),
+        1,
+        "the fresh one is stale now; the demoted one is already queued"
+    );
+    assert_eq!(reasons(&app, &promoted).await[0], "schedule: stale");
+}
+
+/// Replicas' schedulers fire on the same tick; the first to claim a sweep runs it, the other
+/// leaves it. Each sweep is claimed on its own.
+async fn one_replica_claims_each_sweep_tick(db: TestDb) {
+    let first = App::build(test_settings(db.target.clone())).await.unwrap();
+    let second = App::build(test_settings(db.target.clone())).await.unwrap();
+    // A tick is a whole second: start early in one, so these claims share it.
+    let into_second = u64::from(chrono::Utc::now().timestamp_subsec_millis());
+    if into_second > 300 {
+        tokio::time::sleep(Duration::from_millis(1_020 - into_second)).await;
+    }
+    assert!(schedule::claim(&first.services, "reprobe").await.unwrap());
+    assert!(!schedule::claim(&second.services, "reprobe").await.unwrap());
+    assert!(!schedule::claim(&first.services, "reprobe").await.unwrap());
+    assert!(schedule::claim(&second.services, "refresh").await.unwrap());
+    // The next tick (a later whole second) is claimed again.
+    tokio::time::sleep(Duration::from_millis(1_100)).await;
+    assert!(schedule::claim(&second.services, "reprobe").await.unwrap());
+    assert!(!schedule::claim(&first.services, "reprobe").await.unwrap());
 }
