@@ -395,8 +395,9 @@ async fn guarded(
     Ok(response)
 }
 
-/// Refuses a query string over `max` bytes before anything reads it.
-fn check_query(req: &Request, max: usize) -> Result<(), ApiError> {
+/// Refuses a query string over `max` bytes before anything reads it (the API's routes and the
+/// console's alike).
+pub(crate) fn check_query(req: &Request, max: usize) -> Result<(), ApiError> {
     if req.uri().query().is_some_and(|q| q.len() > max) {
         return Err(ApiError::UriTooLong(format!(
             "the query string is longer than {max} bytes"

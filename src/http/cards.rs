@@ -16,7 +16,7 @@ use super::extract::page_size;
 use super::extract::{Json, Path, Query};
 use super::paging::{Paged, next_cursor};
 use crate::domain::card::signature::{KeySource, SignatureVerdict};
-use crate::domain::card::{CardSnapshot, NormalizedCard, SnapshotSource};
+use crate::domain::card::{CardSnapshot, NormalizedCard};
 use crate::domain::ids::{CalleeId, SnapshotId};
 use crate::service::callees;
 
@@ -181,10 +181,7 @@ impl From<&CardSnapshot> for SnapshotSummary {
         Self {
             id: s.id.0,
             kind: (&s.source).into(),
-            probe_run_id: match s.source {
-                SnapshotSource::Public => None,
-                SnapshotSource::Extended { probe_run_id } => Some(probe_run_id.0),
-            },
+            probe_run_id: s.source.probe_run_id().map(|run| run.0),
             fetched_at: s.fetched_at,
             url: s.url.clone(),
             sha256: s.sha256.clone(),

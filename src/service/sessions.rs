@@ -26,6 +26,11 @@ impl std::fmt::Debug for SessionId {
 /// not worth hashing.
 const MAX_ID_LEN: usize = 64;
 
+/// The stored hash of a presented session id, or `None` for one that cannot be ours.
+fn stored_hash(session_id: &str) -> Option<String> {
+    (!session_id.is_empty() && session_id.len() <= MAX_ID_LEN).then(|| apikey::hash(session_id))
+}
+
 /// Starts a session for the key whose hash is `key_hash` (already checked by the caller),
 /// lasting `ttl` from `now`.
 pub async fn open(
@@ -51,16 +56,16 @@ pub async fn key_of(
     session_id: &str,
     now: Timestamp,
 ) -> Result<Option<String>, ServiceError> {
-    if session_id.is_empty() || session_id.len() > MAX_ID_LEN {
-        return Ok(None);
+    match stored_hash(session_id) {
+        Some(hash) => Ok(store.session_key(&hash, now).await?),
+        None => Ok(None),
     }
-    Ok(store.session_key(&apikey::hash(session_id), now).await?)
 }
 
 /// Ends a session.
 pub async fn close(store: &Store, session_id: &str) -> Result<(), ServiceError> {
-    if session_id.is_empty() || session_id.len() > MAX_ID_LEN {
-        return Ok(());
+    match stored_hash(session_id) {
+        Some(hash) => Ok(store.delete_session(&hash).await?),
+        None => Ok(()),
     }
-    Ok(store.delete_session(&apikey::hash(session_id)).await?)
 }

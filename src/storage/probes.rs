@@ -462,10 +462,10 @@ impl Store {
             .execute(&mut *tx)
             .await?
             .rows_affected();
+            let not_running =
+                || StoreError::Conflict(format!("probe run {id} is not running; it cannot finish"));
             if stored != 1 {
-                return Err(StoreError::Conflict(format!(
-                    "probe run {id} is not running; it cannot finish"
-                )));
+                return Err(not_running());
             }
             if let Some(snapshot) = finished.extended_card {
                 super::snapshot_row::insert_snapshot_query(snapshot)
@@ -505,9 +505,7 @@ impl Store {
             .await?
             .rows_affected();
             if updated != 1 {
-                return Err(StoreError::Conflict(format!(
-                    "probe run {id} is not running; it cannot finish"
-                )));
+                return Err(not_running());
             }
             sqlx::query("delete from push_deliveries where token = $1")
                 .bind(run.push_token.clone())

@@ -91,10 +91,7 @@ where
     .bind(s.last_modified.clone())
     .bind(serde_json::to_string(&s.assessment).expect("assessments serialize"))
     .bind(s.source.kind().to_string())
-    .bind(match s.source {
-        SnapshotSource::Public => None,
-        SnapshotSource::Extended { probe_run_id } => Some(probe_run_id.0),
-    })
+    .bind(s.source.probe_run_id().map(|run| run.0))
     .bind(s.assessment.trusted)
 }
 

@@ -128,6 +128,10 @@ pub(crate) trait QueueDeliveries {
         appended: &[(EventRecord, Subject)],
         now: Timestamp,
     ) -> Result<(), StoreError>;
+
+    /// Inserts `rows` as pending deliveries, due `now`.
+    async fn insert_queued(&mut self, rows: &[QueuedRow], now: Timestamp)
+    -> Result<(), StoreError>;
 }
 
 macro_rules! impl_queue_deliveries {
@@ -194,6 +198,14 @@ macro_rules! impl_queue_deliveries {
                         });
                     }
                 }
+                self.insert_queued(&rows, now).await
+            }
+
+            async fn insert_queued(
+                &mut self,
+                rows: &[QueuedRow],
+                now: Timestamp,
+            ) -> Result<(), StoreError> {
                 // Many rows per statement: an event for a thousand subscribers is a few round
                 // trips inside the ledger's transaction, not a thousand (11 binds a row keeps a
                 // chunk within SQLite's 32,766).
@@ -224,7 +236,7 @@ macro_rules! impl_queue_deliveries {
 }
 
 /// One delivery as queued.
-struct QueuedRow {
+pub(crate) struct QueuedRow {
     subscription: SubscriptionId,
     seq: i64,
     kind: EventType,
@@ -644,32 +656,27 @@ impl Store {
                 .collect::<Result<Vec<_>, _>>()?;
             let kind = EventType::SubscriptionFailing;
             let mut announced = Vec::with_capacity(claimed.len());
+            let mut rows = Vec::new();
             for (id,) in claimed {
                 let Some(failing) = all.iter().find(|s| s.id.0 == id) else {
                     continue;
                 };
-                let payload = body(failing);
-                for to in all
-                    .iter()
-                    .filter(|s| s.id != failing.id && s.wants_news(kind))
-                {
-                    sqlx::query(
-                        "insert into deliveries (id, subscription_id, seq, event_type, payload, \
-                         status, attempts, next_attempt_at, created_at, subject, previous_seq) \
-                         values ($1, $2, 0, $3, $4, $5, 0, $6, $6, $7, null)",
-                    )
-                    .bind(DeliveryId::new().0)
-                    .bind(to.id.0)
-                    .bind(kind.as_str())
-                    .bind(&payload)
-                    .bind(DeliveryStatus::Pending.as_str())
-                    .bind(now)
-                    .bind(webhook::news_key(failing.id))
-                    .execute(&mut *tx)
-                    .await?;
-                }
+                let body = body(failing);
+                rows.extend(
+                    all.iter()
+                        .filter(|s| s.id != failing.id && s.wants_news(kind))
+                        .map(|to| QueuedRow {
+                            subscription: to.id,
+                            seq: 0,
+                            kind,
+                            subject: webhook::news_key(failing.id),
+                            previous_seq: None,
+                            body: body.clone(),
+                        }),
+                );
                 announced.push(failing.id);
             }
+            tx.insert_queued(&rows, now).await?;
             tx.commit().await?;
             Ok(announced)
         })

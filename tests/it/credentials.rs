@@ -48,10 +48,36 @@ fn bearer_scheme() -> String {
 
 /// The SDK's agent behind an authenticating front; the front's origin is the card's.
 async fn behind(sdk: Sdk, guard: Guard, security: &str) -> Option<(SdkAgent, AuthFront)> {
+    behind_with(sdk, guard, security, &[]).await
+}
+
+/// [`behind`], with more arguments for the agent.
+async fn behind_with(
+    sdk: Sdk,
+    guard: Guard,
+    security: &str,
+    more: &[&str],
+) -> Option<(SdkAgent, AuthFront)> {
     let front = AuthFront::start(guard).await;
-    let agent = SdkAgent::start_with(sdk, Some(&front.origin()), &["--security", security]).await?;
+    let args = [&["--security", security][..], more].concat();
+    let agent = SdkAgent::start_with(sdk, Some(&front.origin()), &args).await?;
     front.forward_to(&agent.origin);
     Some((agent, front))
+}
+
+/// Registers `card_url` with the bearer token for its `bearer` scheme; the callee's id.
+async fn register_with_token(server: &TestServer, card_url: &str) -> String {
+    let (status, body) = server
+        .post(
+            "/v1/callees",
+            json!({
+                "card_url": card_url,
+                "credentials": {"bearer": {"kind": "bearer", "token": TOKEN}},
+            }),
+        )
+        .await;
+    assert_eq!(status, 201, "{body}");
+    body["id"].as_str().unwrap().to_string()
 }
 
 /// Sets a credential through the API; the answer.
@@ -1190,30 +1216,19 @@ async fn the_extended_card_is_fetched_with_the_credentials_verified_and_judged_b
 /// v1.0 form, and the signature no longer verifies: a SHOULD finding, kept as evidence.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_python_sdk_extended_card_is_fetched_on_every_binding() {
-    let front = AuthFront::start(Guard::Bearer(TOKEN.into())).await;
-    let Some(agent) = SdkAgent::start_with(
+    let Some((_agent, front)) = behind_with(
         Sdk::Python,
-        Some(&front.origin()),
-        &["--security", &bearer_scheme(), "--extended-card"],
+        Guard::Bearer(TOKEN.into()),
+        &bearer_scheme(),
+        &["--extended-card"],
     )
     .await
     else {
         return;
     };
-    front.forward_to(&agent.origin);
     let db = TestDb::sqlite().await;
     let server = TestServer::start(db.target.clone()).await;
-    let (status, body) = server
-        .post(
-            "/v1/callees",
-            json!({
-                "card_url": front.origin(),
-                "credentials": {"bearer": {"kind": "bearer", "token": TOKEN}},
-            }),
-        )
-        .await;
-    assert_eq!(status, 201, "{body}");
-    let callee = body["id"].as_str().unwrap().to_string();
+    let callee = register_with_token(&server, &front.origin()).await;
     let mut runs = Vec::new();
     for (version, binding) in [("1.0", "jsonrpc"), ("0.3", "jsonrpc"), ("1.0", "http+json")] {
         let (status, queued) = server
@@ -1271,17 +1286,8 @@ async fn the_python_sdk_extended_card_is_fetched_on_every_binding() {
     else {
         return;
     };
-    let (status, body) = server
-        .post(
-            "/v1/callees",
-            json!({
-                "card_url": grpc.origin,
-                "credentials": {"bearer": {"kind": "bearer", "token": TOKEN}},
-            }),
-        )
-        .await;
-    assert_eq!(status, 201, "{body}");
-    let run = probe(&server, body["id"].as_str().unwrap(), "1.0").await;
+    let callee = register_with_token(&server, &grpc.origin).await;
+    let run = probe(&server, &callee, "1.0").await;
     assert_eq!(run["wire"], "grpc-v1", "{run:#}");
     let extended = finding(&run, "PROBE-EXTENDED-CARD");
     assert_eq!(extended["status"], "pass", "{extended:#}");

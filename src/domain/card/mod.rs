@@ -279,6 +279,14 @@ impl SnapshotSource {
             Self::Extended { .. } => "extended",
         }
     }
+
+    /// The probe run that fetched an extended card.
+    pub fn probe_run_id(self) -> Option<crate::domain::ids::ProbeRunId> {
+        match self {
+            Self::Public => None,
+            Self::Extended { probe_run_id } => Some(probe_run_id),
+        }
+    }
 }
 
 #[cfg(test)]

@@ -30,7 +30,7 @@ use serde::Deserialize;
 use uuid::Uuid;
 
 use super::ApiState;
-use super::auth::{Caller, Guard, Principal, RouteTemplate};
+use super::auth::{Caller, Guard, Principal, RouteTemplate, check_query};
 use super::conditional;
 use super::error::ApiError;
 use crate::domain::apikey;
@@ -127,14 +127,9 @@ async fn frame(State(guard): State<Arc<Guard>>, req: Request, next: Next) -> Res
         .get::<MatchedPath>()
         .map(|p| p.as_str().to_string())
         .unwrap_or_default();
-    let max = guard.settings.max_query_bytes;
-    let mut response = if req.uri().query().is_some_and(|q| q.len() > max) {
-        PageError(ApiError::UriTooLong(format!(
-            "the query string is longer than {max} bytes"
-        )))
-        .into_response()
-    } else {
-        next.run(req).await
+    let mut response = match check_query(&req, guard.settings.max_query_bytes) {
+        Err(e) => PageError(e).into_response(),
+        Ok(()) => next.run(req).await,
     };
     let headers = response.headers_mut();
     headers.insert(
