@@ -9,10 +9,12 @@ use std::sync::Arc;
 use anyhow::Context;
 use tokio::net::TcpListener;
 
+use crate::domain::politeness::HostLimits;
 use crate::domain::time::SystemClock;
 use crate::http::{self, ApiContext, ApiState, HttpLimits};
 use crate::metrics::Metrics;
 use crate::remote::auth::TokenCache;
+use crate::remote::hosts::HostGate;
 use crate::remote::{Outbound, OutboundSettings};
 use crate::runtime::schedule::{self, ScheduleSettings, Ticks};
 use crate::runtime::worker::{self, WorkerSettings};
@@ -21,6 +23,7 @@ use crate::service::Services;
 use crate::service::callees::CardPolicy;
 use crate::service::credentials::SecretsKey;
 use crate::service::discovery::{Discovery, DiscoverySettings};
+use crate::service::hosts::StoreHosts;
 use crate::service::probe::ProbeSettings;
 use crate::service::readmodel::ReadModel;
 use crate::service::transparency::{Transparency, TransparencySettings};
@@ -36,6 +39,8 @@ pub struct Settings {
     pub http: HttpLimits,
     pub auth: http::auth::AuthSettings,
     pub outbound: OutboundSettings,
+    /// Politeness per host (`CARDGATE_HOST_*`).
+    pub hosts: HostLimits,
     pub discovery: DiscoverySettings,
     pub probe: ProbeSettings,
     pub worker: WorkerSettings,
@@ -61,6 +66,7 @@ impl Settings {
             http: HttpLimits::default(),
             auth: http::auth::AuthSettings::default(),
             outbound: OutboundSettings::default(),
+            hosts: HostLimits::default(),
             discovery: DiscoverySettings::default(),
             probe: ProbeSettings::default(),
             worker: WorkerSettings::default(),
@@ -116,9 +122,13 @@ impl App {
         let secrets = SecretsKey::load_or_create(&settings.secrets_key_file)
             .context("loading the secrets key")?;
         let metrics = Metrics::new();
+        // Every replica keeps each host's budget in the database, so together they keep it.
+        let hosts = HostGate::new(settings.hosts, settings.outbound.request_timeout)
+            .with_shared(Arc::new(StoreHosts(store.clone())));
         let outbound = Outbound::new(settings.outbound.clone())
             .context("building the HTTP client")?
-            .with_metrics(metrics.clone());
+            .with_metrics(metrics.clone())
+            .with_hosts(Arc::new(hosts));
         let discovery = Discovery::new(outbound.clone(), settings.discovery.clone());
         let started = std::time::Instant::now();
         let view = ReadModel::load(store.clone())

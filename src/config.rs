@@ -8,6 +8,7 @@ use clap::Args;
 use crate::app::{Settings, secrets_key_beside};
 use crate::domain::callee::Backoff;
 use crate::domain::card::CardCaps;
+use crate::domain::politeness::HostLimits;
 use crate::domain::webhook::RetryPolicy;
 use crate::http::HttpLimits;
 use crate::http::auth::AuthSettings;
@@ -69,6 +70,9 @@ pub struct ServeArgs {
     pub outbound: OutboundArgs,
 
     #[command(flatten)]
+    pub hosts: HostArgs,
+
+    #[command(flatten)]
     pub probe: ProbeArgs,
 
     #[command(flatten)]
@@ -86,6 +90,34 @@ pub struct ServeArgs {
     /// `GET /metrics` (Prometheus): `on` or `off`.
     #[arg(long, env = "CARDGATE_METRICS", value_enum, default_value_t = Switch::On, ignore_case = true)]
     pub metrics: Switch,
+}
+
+/// Politeness per host: how hard the registry presses one address, across replicas.
+#[derive(Debug, Clone, Args)]
+pub struct HostArgs {
+    /// Requests in flight at once to one host (the address its name resolves to), from a
+    /// request's start to its answer's head, counted across every replica.
+    #[arg(long, env = "CARDGATE_HOST_CONCURRENCY", default_value_t = HostLimits::default().concurrency)]
+    pub host_concurrency: u32,
+
+    /// Least time between two request starts to one host, in milliseconds, across replicas.
+    #[arg(long, env = "CARDGATE_HOST_INTERVAL_MS", default_value_t = HostLimits::default().interval.as_millis() as u64)]
+    pub host_interval_ms: u64,
+
+    /// Longest a request waits for its host's turn, its `Retry-After` included, in seconds.
+    /// A host asking for longer defers the card refresh or probe to then instead.
+    #[arg(long, env = "CARDGATE_HOST_MAX_WAIT_SECS", default_value_t = HostLimits::default().max_wait.as_secs())]
+    pub host_max_wait_secs: u64,
+}
+
+impl HostArgs {
+    pub fn limits(&self) -> HostLimits {
+        HostLimits {
+            concurrency: self.host_concurrency.max(1),
+            interval: Duration::from_millis(self.host_interval_ms),
+            max_wait: Duration::from_secs(self.host_max_wait_secs),
+        }
+    }
 }
 
 /// The verifiable ledger: the key that signs checkpoints and receipts, and the log's name.
@@ -310,6 +342,7 @@ impl ServeArgs {
                 ..self.access.settings()?
             },
             outbound: self.outbound.outbound()?,
+            hosts: self.hosts.limits(),
             discovery: self.outbound.discovery(),
             probe: self.probe.settings()?,
             worker: WorkerSettings {

@@ -48,6 +48,8 @@ impl FetchState {
         let failures = match status {
             FetchStatus::Failed | FetchStatus::Untrusted => self.failures.saturating_add(1),
             FetchStatus::Fetched | FetchStatus::Unchanged => 0,
+            // Neither a failure nor a success: the count stands as it was.
+            FetchStatus::Deferred => self.failures,
         };
         Self {
             last_at: Some(now),
@@ -55,6 +57,18 @@ impl FetchState {
             error,
             failures,
             next_at: (failures > 0).then(|| now + backoff.delay(failures)),
+        }
+    }
+
+    /// The state after a fetch the host deferred to `until` at `now`: asked again then, with
+    /// its failures neither counted nor forgiven.
+    pub fn deferred(&self, error: Option<String>, until: Timestamp, now: Timestamp) -> Self {
+        Self {
+            last_at: Some(now),
+            status: Some(FetchStatus::Deferred),
+            error,
+            failures: self.failures,
+            next_at: Some(until),
         }
     }
 }
@@ -94,6 +108,9 @@ pub enum FetchStatus {
     Untrusted,
     /// Not fetched (network, HTTP status, limits).
     Failed,
+    /// Not fetched: the host asked cardgate to wait (429 or 503 with `Retry-After`). Not the
+    /// agent's failure: the card's trust stands, and the fetch is tried again then.
+    Deferred,
 }
 
 impl FetchStatus {
@@ -103,6 +120,7 @@ impl FetchStatus {
             Self::Unchanged => "unchanged",
             Self::Untrusted => "untrusted",
             Self::Failed => "failed",
+            Self::Deferred => "deferred",
         }
     }
 
@@ -112,6 +130,7 @@ impl FetchStatus {
             Self::Unchanged,
             Self::Untrusted,
             Self::Failed,
+            Self::Deferred,
         ]
         .into_iter()
         .find(|v| v.as_str() == s)
@@ -204,6 +223,20 @@ mod tests {
         for (input, expected) in table {
             assert_eq!(CardUrl::parse(input).unwrap().as_str(), expected, "{input}");
         }
+    }
+
+    #[test]
+    fn a_deferred_fetch_neither_counts_nor_forgives_failures() {
+        let b = Backoff::default();
+        let now = chrono::Utc::now();
+        let failed = FetchState::default().after(FetchStatus::Failed, Some("503".into()), &b, now);
+        let until = now + chrono::Duration::seconds(120);
+        let deferred = failed.deferred(Some("wait".into()), until, now);
+        assert_eq!(deferred.failures, 1);
+        assert_eq!(deferred.next_at, Some(until));
+        assert_eq!(deferred.status, Some(FetchStatus::Deferred));
+        let clean = FetchState::default().deferred(None, until, now);
+        assert_eq!((clean.failures, clean.next_at), (0, Some(until)));
     }
 
     #[test]

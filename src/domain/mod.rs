@@ -17,6 +17,7 @@ pub(crate) mod jcs;
 pub mod job;
 pub mod ledger;
 pub(crate) mod merkle;
+pub mod politeness;
 pub mod probe;
 pub(crate) mod receipt;
 pub(crate) mod report;

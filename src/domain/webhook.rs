@@ -249,21 +249,6 @@ pub fn subject_key(callee: CalleeId, protocol_version: &str) -> String {
     format!("{callee}/{protocol_version}")
 }
 
-/// A `Retry-After` value (RFC 9110 §10.2.3): delay-seconds, or an HTTP-date, read at `now`.
-/// A date in the past is no wait; anything unreadable is `None`.
-pub fn parse_retry_after(value: &str, now: Timestamp) -> Option<Duration> {
-    let value = value.trim();
-    if let Ok(seconds) = value.parse::<u64>() {
-        return Some(Duration::from_secs(seconds));
-    }
-    let at = chrono::DateTime::parse_from_rfc2822(value).ok()?;
-    Some(
-        (at.with_timezone(&chrono::Utc) - now)
-            .to_std()
-            .unwrap_or(Duration::ZERO),
-    )
-}
-
 /// The body of the delivery announcing `event`, with the subject as it stands after it, and
 /// `previous_seq`: the event before it about the same subject in the same subscription (`null`
 /// for the first), so that a receiver can tell a gap from a late arrival.
@@ -454,23 +439,6 @@ mod tests {
         assert_eq!(p.wait(1, 1.0, Some(Duration::ZERO)), Duration::from_secs(1));
         assert_eq!(p.wait(1, 1.0, Some(Duration::from_secs(86_400))), p.max);
         assert_eq!(p.wait(2, 1.0, None), Duration::from_secs(10));
-        let now = chrono::DateTime::parse_from_rfc3339("2026-12-05T10:00:00Z")
-            .unwrap()
-            .with_timezone(&chrono::Utc);
-        assert_eq!(
-            parse_retry_after(" 120 ", now),
-            Some(Duration::from_secs(120))
-        );
-        assert_eq!(
-            parse_retry_after("Sat, 05 Dec 2026 10:01:30 GMT", now),
-            Some(Duration::from_secs(90))
-        );
-        assert_eq!(
-            parse_retry_after("Sat, 05 Dec 2026 09:00:00 GMT", now),
-            Some(Duration::ZERO)
-        );
-        assert_eq!(parse_retry_after("soon", now), None);
-        assert_eq!(parse_retry_after("-5", now), None);
     }
 
     #[test]

@@ -215,9 +215,11 @@ pub struct LastFetchView {
     pub at: Option<DateTime<Utc>>,
     pub status: Option<FetchStatusView>,
     pub error: Option<String>,
-    /// Consecutive fetches that gave no trusted card (failed or untrusted).
+    /// Consecutive fetches that gave no trusted card (failed or untrusted; a deferred fetch
+    /// leaves the count as it was).
     pub failures: i32,
-    /// Not refreshed on schedule before this (backoff after failures).
+    /// Not refreshed on schedule before this (backoff after failures, or the host's
+    /// `Retry-After`).
     pub next_at: Option<DateTime<Utc>>,
 }
 
@@ -225,7 +227,8 @@ pub struct LastFetchView {
 #[derive(Debug, Serialize, ToSchema)]
 pub struct RefreshView {
     /// `fetched` (new trusted snapshot), `unchanged` (304 or same bytes), `untrusted` (new
-    /// snapshot that did not parse or verify) or `failed` (not fetched).
+    /// snapshot that did not parse or verify), `failed` (not fetched) or `deferred` (the host
+    /// asked cardgate to wait: nothing held against the agent; fetched again then).
     pub status: FetchStatusView,
     pub snapshot_id: Option<Uuid>,
     pub error: Option<String>,

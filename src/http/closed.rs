@@ -149,12 +149,14 @@ closed_set!(
 );
 
 closed_set!(
-    /// What a card fetch brought: `unchanged` for a 304 or the same bytes.
+    /// What a card fetch brought: `unchanged` for a 304 or the same bytes; `deferred` when the
+    /// host asked cardgate to wait (429 or 503 with `Retry-After`), which is not a failure.
     FetchStatusView from FetchStatus {
         Fetched <= FetchStatus::Fetched,
         Unchanged <= FetchStatus::Unchanged,
         Untrusted <= FetchStatus::Untrusted,
         Failed <= FetchStatus::Failed,
+        Deferred <= FetchStatus::Deferred,
     }
 );
 

@@ -6,11 +6,14 @@
 //! checked address (the resolver hands reqwest only those, so there is no DNS-rebinding window);
 //! IP-literal hosts are checked before the request; redirects are followed by hand, a few at
 //! most, each hop checked again; bodies are read against a byte cap and aborted past it; every
-//! request has connect and total deadlines; system proxies are ignored.
+//! request has connect and total deadlines; system proxies are ignored; and every request to
+//! an agent's host waits for that host's turn ([`hosts`]), which a `429` or `503` with
+//! `Retry-After` puts off.
 
 pub mod a2a;
 pub mod auth;
 pub mod grpc;
+pub mod hosts;
 pub(crate) mod policy;
 pub mod sse;
 
@@ -27,7 +30,9 @@ pub use policy::NetworkPolicy;
 
 use crate::domain::card::same_origin;
 use crate::domain::credential::Secret;
+use crate::domain::time::{self, Timestamp};
 use crate::metrics::Metrics;
+use hosts::HostGate;
 
 /// How the outbound client is built.
 #[derive(Debug, Clone)]
@@ -86,6 +91,12 @@ pub enum FetchError {
     Status { url: String, status: u16 },
     #[error("{url}: {reason}")]
     Transport { url: String, reason: String },
+    #[error(
+        "{url}: its host asked cardgate to wait until {} (429 or 503 with Retry-After); \
+         that is not held against the agent",
+        time::format(*until)
+    )]
+    Throttled { url: String, until: Timestamp },
 }
 
 /// Which redirects a fetch follows.
@@ -128,6 +139,27 @@ pub struct Outbound {
     /// The TLS client certificate this client presents (mutual TLS), PEM: certificate chain,
     /// then private key. `None` for the shared client.
     identity_pem: Option<Arc<Secret>>,
+    /// Each host's turn (`None`: requests go out as they come, as for a webhook receiver).
+    hosts: Option<Arc<HostGate>>,
+    /// Where a throttling host is noted for whoever is watching (a probe run).
+    watch: Option<Arc<ThrottleWatch>>,
+}
+
+/// The latest back-off any host asked for while it was watched: a probe run that met one is
+/// deferred, not judged.
+#[derive(Debug, Default)]
+pub struct ThrottleWatch(std::sync::Mutex<Option<Timestamp>>);
+
+impl ThrottleWatch {
+    fn note(&self, until: Timestamp) {
+        let mut seen = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        *seen = (*seen).max(Some(until));
+    }
+
+    /// Until when the host asked to be left alone, if it did.
+    pub fn until(&self) -> Option<Timestamp> {
+        *self.0.lock().unwrap_or_else(|e| e.into_inner())
+    }
 }
 
 /// A reqwest client that resolves through the policy, follows no redirect by itself and
@@ -258,7 +290,77 @@ impl Outbound {
             user_agent: settings.user_agent,
             metrics: Metrics::default(),
             identity_pem: None,
+            hosts: None,
+            watch: None,
         })
+    }
+
+    /// Paces every request to an agent's host through `gate` (module [`hosts`]).
+    pub fn with_hosts(mut self, gate: Arc<HostGate>) -> Self {
+        self.hosts = Some(gate);
+        self
+    }
+
+    /// The same client, noting in the returned watch any host that asks it to wait.
+    pub fn watching_throttles(&self) -> (Self, Arc<ThrottleWatch>) {
+        let watch = Arc::new(ThrottleWatch::default());
+        let watched = Self {
+            watch: Some(watch.clone()),
+            ..self.clone()
+        };
+        (watched, watch)
+    }
+
+    /// The address `url`'s host is dialled at, which its turn is kept by; `None` when it does
+    /// not resolve (the request then fails as it would have).
+    async fn host_addr(&self, url: &Url) -> Option<IpAddr> {
+        let host = url.host_str()?;
+        permitted_addresses(&self.policy, host)
+            .await
+            .ok()?
+            .into_iter()
+            .min()
+    }
+
+    /// Waits for a turn at `url`'s host: the permit (held until the answer's head) and the
+    /// address it is for; nothing when requests to it are not paced.
+    pub(crate) async fn turn(
+        &self,
+        url: &Url,
+    ) -> Result<Option<(hosts::HostPermit, IpAddr)>, FetchError> {
+        let Some(gate) = &self.hosts else {
+            return Ok(None);
+        };
+        let Some(addr) = self.host_addr(url).await else {
+            return Ok(None);
+        };
+        match gate.acquire(addr).await {
+            Ok(permit) => Ok(Some((permit, addr))),
+            Err(throttled) => {
+                self.throttled(throttled.until);
+                Err(FetchError::Throttled {
+                    url: url.to_string(),
+                    until: throttled.until,
+                })
+            }
+        }
+    }
+
+    /// Notes what `addr` answered: a back-off it asks for, kept and watched.
+    async fn answered(&self, addr: IpAddr, status: u16, headers: &HeaderMap) -> Option<Timestamp> {
+        let gate = self.hosts.as_ref()?;
+        let retry_after = headers
+            .get(reqwest::header::RETRY_AFTER)
+            .and_then(|v| v.to_str().ok());
+        let until = gate.answered(addr, status, retry_after).await?;
+        self.throttled(until);
+        Some(until)
+    }
+
+    fn throttled(&self, until: Timestamp) {
+        if let Some(watch) = &self.watch {
+            watch.note(until);
+        }
     }
 
     /// The same guarded client, presenting a TLS client certificate (mutual TLS) on every
@@ -380,9 +482,15 @@ impl Outbound {
         let mut current = url;
         let mut hops = 0;
         loop {
-            let response = self
-                .send(self.client.get(current.clone()).headers(headers.clone()))
+            let (response, backoff) = self
+                .send_paced(self.client.get(current.clone()).headers(headers.clone()))
                 .await?;
+            if let Some(until) = backoff {
+                return Err(FetchError::Throttled {
+                    url: current.to_string(),
+                    until,
+                });
+            }
             let status = response.status();
             if status.is_redirection() && status.as_u16() != 304 && redirects != Redirects::None {
                 let next = response
@@ -424,31 +532,70 @@ impl Outbound {
         }
     }
 
-    /// Sends a request built on [`Self::client`], after checking its URL. No redirects are
-    /// followed; the response body is left for the caller to read within its own bounds.
+    /// Sends a request built on [`Self::client`], after checking its URL and waiting for its
+    /// host's turn. No redirects are followed; the response body is left for the caller to
+    /// read within its own bounds. A `429` or `503` with `Retry-After` is returned as it came,
+    /// and its host left alone until then.
     pub async fn send(
         &self,
         request: reqwest::RequestBuilder,
     ) -> Result<reqwest::Response, FetchError> {
+        self.send_paced(request).await.map(|(response, _)| response)
+    }
+
+    /// [`Self::send`] without waiting for a turn: for the operator's own webhook receivers,
+    /// which the webhook sender paces by itself.
+    pub async fn send_unpaced(
+        &self,
+        request: reqwest::RequestBuilder,
+    ) -> Result<reqwest::Response, FetchError> {
+        Self {
+            hosts: None,
+            ..self.clone()
+        }
+        .send(request)
+        .await
+    }
+
+    /// Sends as [`Self::send`] does; with the back-off the answer asked for, if it did.
+    async fn send_paced(
+        &self,
+        request: reqwest::RequestBuilder,
+    ) -> Result<(reqwest::Response, Option<Timestamp>), FetchError> {
         let request = request.build().map_err(|e| FetchError::Transport {
             url: String::new(),
             reason: e.to_string(),
         })?;
         let url = request.url().clone();
-        let result = match self.check_url(&url) {
-            Ok(()) => self
-                .client
-                .execute(request)
-                .await
-                .map_err(|e| classify(&url, &e)),
-            Err(refused) => Err(refused),
-        };
+        let result = self.execute(&url, request).await;
         self.metrics.outbound(
             result
                 .as_ref()
                 .map_or_else(FetchError::kind, |_| "response"),
         );
         result
+    }
+
+    async fn execute(
+        &self,
+        url: &Url,
+        request: reqwest::Request,
+    ) -> Result<(reqwest::Response, Option<Timestamp>), FetchError> {
+        self.check_url(url)?;
+        let turn = self.turn(url).await?;
+        let response = self
+            .client
+            .execute(request)
+            .await
+            .map_err(|e| classify(url, &e))?;
+        let backoff = match &turn {
+            Some((_, addr)) => {
+                self.answered(*addr, response.status().as_u16(), response.headers())
+                    .await
+            }
+            None => None,
+        };
+        Ok((response, backoff))
     }
 }
 
@@ -532,6 +679,7 @@ impl FetchError {
             | Self::BadRedirect { .. } => "redirect",
             Self::Status { .. } => "status",
             Self::Transport { .. } => "transport",
+            Self::Throttled { .. } => "throttled",
         }
     }
 }

@@ -14,6 +14,7 @@ use tokio_cron_scheduler::{Job as CronJob, JobScheduler};
 use tracing::Instrument;
 
 use crate::domain::job::{self, Job};
+use crate::domain::politeness;
 use crate::domain::time::Timestamp;
 use crate::service::{Queued, ServiceError, Services, probe};
 
@@ -40,6 +41,22 @@ impl FromStr for Schedule {
         CronJob::new(s, |_, _| {})
             .map(|_| Schedule::Cron(s.to_string()))
             .map_err(|e| format!("`{s}`: {e} (6 fields, seconds first)"))
+    }
+}
+
+impl Schedule {
+    /// How long after `now` this schedule next fires; `None` when it never does.
+    pub fn until_next(&self, now: Timestamp) -> Option<Duration> {
+        let Schedule::Cron(expression) = self else {
+            return None;
+        };
+        let cron = croner::parser::CronParser::builder()
+            .seconds(croner::parser::Seconds::Required)
+            .build()
+            .parse(expression)
+            .ok()?;
+        let next = cron.find_next_occurrence(&now, false).ok()?;
+        (next - now).to_std().ok()
     }
 }
 
@@ -113,6 +130,10 @@ impl Ticks {
     }
 }
 
+/// The share of the time until the next refresh sweep its jobs are spread over; the rest is
+/// slack for the last of them to finish before the next sweep looks.
+const SPREAD_SHARE: f64 = 0.8;
+
 /// Enqueues a refresh job for every callee whose card is due (not in backoff). Idempotent: a
 /// callee with a refresh already queued or running is skipped by the queue's dedup key.
 pub async fn refresh_sweep(
@@ -149,11 +170,21 @@ pub async fn refresh_sweep(
         .await
         .context("listing due callees")?;
     let mut enqueued = 0;
+    // The jobs are due one after another over most of the time until the next sweep, so that
+    // a provider hosting thousands of the agents is not asked for all their cards at once.
+    let window = settings
+        .refresh
+        .until_next(now)
+        .map_or(Duration::ZERO, |d| d.mul_f64(SPREAD_SHARE));
     // One transaction per batch: a sweep over many callees is a handful of commits.
-    for batch in due.chunks(1000) {
+    for (b, batch) in due.chunks(1000).enumerate() {
         let jobs: Vec<Job> = batch
             .iter()
-            .map(|callee| job::refresh_job(*callee, "schedule", now))
+            .enumerate()
+            .map(|(i, callee)| Job {
+                run_after: politeness::spread(now, window, b * 1000 + i, due.len()),
+                ..job::refresh_job(*callee, "schedule", now)
+            })
             .collect();
         enqueued += usize::try_from(services.store.enqueue_many(&jobs).await?).unwrap_or(0);
     }
@@ -352,6 +383,18 @@ async fn add_checkpoints(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_time_until_a_schedule_next_fires_bounds_a_sweeps_spread() {
+        let at = chrono::DateTime::parse_from_rfc3339("2026-12-05T12:01:30Z")
+            .unwrap()
+            .with_timezone(&chrono::Utc);
+        let every_five = Schedule::Cron("0 */5 * * * *".into());
+        assert_eq!(every_five.until_next(at), Some(Duration::from_secs(210)));
+        let every_second = Schedule::Cron("* * * * * *".into());
+        assert_eq!(every_second.until_next(at), Some(Duration::from_secs(1)));
+        assert_eq!(Schedule::Off.until_next(at), None);
+    }
 
     #[test]
     fn a_schedule_is_six_cron_fields_or_off() {

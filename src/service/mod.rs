@@ -9,6 +9,7 @@ pub(crate) mod callees;
 pub mod credentials;
 pub mod discovery;
 pub(crate) mod events;
+pub mod hosts;
 pub(crate) mod key_file;
 pub(crate) mod keys;
 pub mod ledger;

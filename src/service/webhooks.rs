@@ -12,6 +12,7 @@ use url::Url;
 
 use super::{Missing, Queued, ServiceError, Services, require_callee};
 use crate::domain::ids::{CalleeId, DeliveryId, SubscriptionId};
+use crate::domain::politeness;
 use crate::domain::time::Timestamp;
 use crate::domain::webhook::{
     self, Attempt, Delivery, DeliveryStatus, EventType, RetryPolicy, Subscription,
@@ -421,7 +422,7 @@ async fn post(services: &Services, subscription: &Subscription, id: &str, body: 
         .header("webhook-timestamp", timestamp.to_string())
         .header("webhook-signature", signature)
         .body(body.to_string());
-    match services.outbound.send(request).await {
+    match services.outbound.send_unpaced(request).await {
         Ok(response) if response.status().is_success() => Attempt::Delivered {
             status: response.status().as_u16(),
         },
@@ -436,7 +437,7 @@ async fn post(services: &Services, subscription: &Subscription, id: &str, body: 
             .then(|| response.headers().get(reqwest::header::RETRY_AFTER))
             .flatten()
             .and_then(|v| v.to_str().ok())
-            .and_then(|v| webhook::parse_retry_after(v, now));
+            .and_then(|v| politeness::parse_retry_after(v, now));
             Attempt::Failed {
                 status: Some(status.as_u16()),
                 error: format!("the receiver answered {status}"),

@@ -20,6 +20,7 @@ mod attestations;
 mod callees;
 mod changes;
 mod credentials;
+mod hosts;
 mod jobs;
 mod keys;
 mod ledger;

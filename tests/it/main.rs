@@ -20,6 +20,7 @@ mod layers;
 mod libraries;
 mod openapi;
 mod operators;
+mod politeness;
 mod probes;
 mod readmodel;
 mod replicas;

@@ -48,6 +48,9 @@ pub(crate) async fn spawn_replica_logging(
         .env("CARDGATE_LISTEN", "127.0.0.1:0")
         .env("CARDGATE_PUBLIC_URL", public_url)
         .env("CARDGATE_ALLOW_NETWORKS", "127.0.0.0/8")
+        // Every agent here is on 127.0.0.1, one host: not what these tests are about.
+        .env("CARDGATE_HOST_CONCURRENCY", "64")
+        .env("CARDGATE_HOST_INTERVAL_MS", "0")
         .env("CARDGATE_REFRESH_SCHEDULE", "*/1 * * * * *")
         .env("CARDGATE_JOB_LEASE_SECS", "3")
         .env("CARDGATE_WORKERS", "8")

@@ -10,6 +10,7 @@ use super::changes::{self, NewCard};
 use crate::domain::callee::FetchStatus;
 use crate::domain::gate::SubjectState;
 use crate::domain::ledger::EventBody;
+use crate::domain::time::Timestamp;
 use crate::domain::version::ProtocolVersion;
 
 /// How a refresh treats a card that may not have changed.
@@ -26,6 +27,9 @@ pub enum Revalidate {
 pub enum Fetched {
     /// The fetch failed; the text says why.
     Failed(String),
+    /// The host asked to be left alone until `until` (429 or 503 with `Retry-After`): nothing
+    /// was learnt about the card, and nothing is held against it.
+    Deferred { reason: String, until: Timestamp },
     /// 304: the snapshot the validators came from still stands.
     NotModified,
     /// A body, judged (parse, signature, same-origin) as the snapshot it would be.
@@ -40,6 +44,8 @@ pub struct Decided<'a> {
     pub snapshot: Option<&'a CardSnapshot>,
     pub error: Option<String>,
     pub events: Vec<(ProtocolVersion, EventBody)>,
+    /// When to fetch again, if the host set it (a deferred fetch).
+    pub retry_at: Option<Timestamp>,
 }
 
 /// Decides what `fetched` means against the newest snapshot `latest` and the callee's
@@ -58,6 +64,14 @@ pub fn decide<'a>(
             None,
             format!("the card could not be fetched: {e}"),
         ),
+        // The trust the card had stands; so does every subject's state.
+        Fetched::Deferred { reason, until } => Decided {
+            status: FetchStatus::Deferred,
+            snapshot: None,
+            error: Some(reason.clone()),
+            events: Vec::new(),
+            retry_at: Some(*until),
+        },
         // 304 on an untrusted card: still untrusted, for the reason it had.
         Fetched::NotModified if latest.is_some_and(|l| !l.assessment.trusted) => {
             let reason = latest
@@ -86,6 +100,7 @@ pub fn decide<'a>(
                         snapshot: Some(&**snapshot),
                         error: None,
                         events: changes::events_for(subjects, &new),
+                        retry_at: None,
                     }
                 }
                 (_, problem) => {
@@ -122,6 +137,7 @@ fn untrusted<'a>(
         snapshot,
         events: changes::events_for(subjects, &new),
         error: Some(reason),
+        retry_at: None,
     }
 }
 
@@ -135,6 +151,7 @@ fn unchanged<'a>(
         snapshot: None,
         error: None,
         events: restore(subjects, latest),
+        retry_at: None,
     }
 }
 

@@ -203,6 +203,9 @@ pub struct GrpcTransport {
     /// Credentials sent as metadata on every call (an `authorization` bearer token, an API
     /// key), set before each call since an OAuth token may be renewed between calls.
     credentials: Arc<std::sync::Mutex<Vec<MetadataPair>>>,
+    /// The client whose host turns every call waits for, and the interface it calls.
+    outbound: Arc<Outbound>,
+    url: Url,
 }
 
 impl GrpcTransport {
@@ -255,7 +258,24 @@ impl GrpcTransport {
             version: MetadataValue::try_from(version)
                 .unwrap_or_else(|_| MetadataValue::from_static("1.0")),
             credentials: Arc::default(),
+            outbound: Arc::new(outbound.clone()),
+            url: url.clone(),
         })
+    }
+
+    /// Waits for the host's turn, as every HTTP request does; held until the answer's head.
+    /// A host backing off refuses the call before it is sent, said as `UNAVAILABLE`.
+    async fn turn(&self) -> Result<Option<super::hosts::HostPermit>, Reply> {
+        match self.outbound.turn(&self.url).await {
+            Ok(turn) => Ok(turn.map(|(permit, _)| permit)),
+            Err(throttled) => Err(Reply::Status(CallStatus {
+                code: tonic::Code::Unavailable as i32,
+                status: code_name(tonic::Code::Unavailable).to_string(),
+                message: format!("not sent: {throttled}"),
+                metadata: BTreeMap::new(),
+                details: Vec::new(),
+            })),
+        }
     }
 
     /// The credential metadata every later call carries (header names, lowercase).
@@ -301,6 +321,10 @@ impl GrpcTransport {
 
     /// Calls `method` with `params` (the request message as proto3 JSON).
     pub async fn unary(&self, method: Method, params: &Value, max_message: usize) -> Reply {
+        let _turn = match self.turn().await {
+            Ok(turn) => turn,
+            Err(refused) => return refused,
+        };
         let reply = self.unary_inner(method, params, max_message).await;
         if let Reply::Message(_, s) | Reply::Status(s) = &reply {
             self.count(s);
@@ -361,6 +385,7 @@ impl GrpcTransport {
         params: &Value,
         max_message: usize,
     ) -> Result<(GrpcEvents, CallStatus), Reply> {
+        let _turn = self.turn().await?;
         let mut client = self.client(max_message);
         let opened = match kind {
             StreamKind::SendStreamingMessage => {

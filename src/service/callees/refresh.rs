@@ -15,6 +15,7 @@ use crate::domain::card::signature::{SignatureVerdict, parse_jwks};
 use crate::domain::gate::SubjectState;
 use crate::domain::ids::{CalleeId, JobId};
 use crate::domain::version::ProtocolVersion;
+use crate::remote::FetchError;
 use crate::service::discovery::{self, Fetch, Validators};
 use crate::service::{Queued, ServiceError, Services, no_callee};
 use crate::storage::{RefreshRecord, Store, StoreError};
@@ -94,6 +95,10 @@ fn validators_for(latest: Option<&CardSnapshot>, revalidate: Revalidate) -> Opti
 /// Fetches the callee's card (conditionally when there are validators) and judges a body.
 async fn bring(services: &Services, callee: &Callee, validators: Option<&Validators>) -> Fetched {
     match services.discovery.fetch(&callee.card_url, validators).await {
+        Err(e @ FetchError::Throttled { until, .. }) => Fetched::Deferred {
+            reason: e.to_string(),
+            until,
+        },
         Err(e) => Fetched::Failed(e.to_string()),
         Ok(Fetch::NotModified { .. }) => Fetched::NotModified,
         Ok(Fetch::Body {
@@ -132,12 +137,18 @@ async fn record_refresh(
     let callee_id = seen.callee.id;
     let decided = refresh::decide(fetched, seen.latest.as_ref(), revalidate, &seen.subjects);
     let now = services.now();
-    let fetch = seen.callee.fetch.after(
-        decided.status,
-        decided.error.clone(),
-        &services.cards.backoff,
-        now,
-    );
+    let fetch = match decided.retry_at {
+        Some(until) => seen
+            .callee
+            .fetch
+            .deferred(decided.error.clone(), until, now),
+        None => seen.callee.fetch.after(
+            decided.status,
+            decided.error.clone(),
+            &services.cards.backoff,
+            now,
+        ),
+    };
     let events = to_new_events(callee_id, decided.events, actor);
     let probes = probes_for(services, callee_id, "version-appeared", &events, now);
     let record = RefreshRecord {

@@ -28,7 +28,7 @@ use crate::domain::probe::{
     AccessBlock, ExtendedCard, Judgement, Observations, ProbeRun, ProbeScript, PushDelivery,
     PushReceipt, RunState, RunStatus, checks, outcome,
 };
-use crate::domain::time::Timestamp;
+use crate::domain::time::{self, Timestamp};
 use crate::domain::version::ProtocolVersion;
 use crate::remote::Outbound;
 use crate::remote::a2a::{A2aClient, Answer, CallLimits, Exchange, Wire};
@@ -710,8 +710,9 @@ pub async fn execute(services: &Services, job: &Job, owner: &str) -> Result<(), 
             return Ok(());
         }
     };
+    let (outbound, throttles) = services.outbound.watching_throttles();
     let output = probe_interface(
-        &services.outbound,
+        &outbound,
         &services.probe,
         &plan.card,
         run.protocol_version,
@@ -722,9 +723,36 @@ pub async fn execute(services: &Services, job: &Job, owner: &str) -> Result<(), 
         &LogProgress(run.id),
         &credentials,
     )
-    .await
-    .map_err(|e| anyhow::anyhow!(e))?;
+    .await;
+    if let Some(until) = throttles.until() {
+        return defer(services, &run, (job.id, owner), until).await;
+    }
+    let output = output.map_err(|e| anyhow::anyhow!(e))?;
     record(services, &run, &start, output, (job.id, owner)).await
+}
+
+/// The agent's host asked cardgate to wait (429 or 503 with `Retry-After`) during the run:
+/// what the run saw is not the agent's lifecycle, so it is not judged. The run ends aborted
+/// (it never promotes nor demotes), saying why, and the job runs again when the host said.
+async fn defer(
+    services: &Services,
+    run: &ProbeRun,
+    (job, owner): (JobId, &str),
+    until: Timestamp,
+) -> Result<(), anyhow::Error> {
+    let now = services.now();
+    let why = format!(
+        "deferred: the agent's host asked cardgate to wait until {} (429 or 503 with \
+         Retry-After); the run is not judged, and a fresh one starts then",
+        time::format(until)
+    );
+    tracing::info!(probe_run.id = %run.id, callee.id = %run.callee_id, "probe of {} {} {why}", run.callee_id, run.protocol_version);
+    services.store.abort_probe_run(run.id, &why, now).await?;
+    services
+        .store
+        .requeue_job(job, owner, until.max(now), Some(&why), now)
+        .await?;
+    Ok(())
 }
 
 /// The queued run `job` executes. `None` when the run already finished (the job is closed).

@@ -32,6 +32,11 @@ pub enum Reply {
     Huge(usize),
     /// Headers and one chunk, then nothing, forever.
     NeverFinishes,
+    /// This status (429 or 503, say) with this `Retry-After`.
+    Throttle {
+        status: u16,
+        retry_after: String,
+    },
 }
 
 #[derive(Clone, Default)]
@@ -39,6 +44,13 @@ struct Inner {
     routes: Arc<Mutex<HashMap<String, Reply>>>,
     requests: Arc<Mutex<Vec<(String, HeaderMap)>>>,
     streamed: Arc<AtomicUsize>,
+    /// How long every answer is held back before it is sent.
+    delay: Arc<Mutex<Duration>>,
+    /// Requests being answered now, and the most there ever were at once.
+    in_flight: Arc<AtomicUsize>,
+    most_in_flight: Arc<AtomicUsize>,
+    /// When each request arrived.
+    arrivals: Arc<Mutex<Vec<std::time::Instant>>>,
 }
 
 pub struct CardServer {
@@ -174,6 +186,28 @@ impl CardServer {
             .collect()
     }
 
+    /// Holds every answer back by `delay` from now on.
+    pub fn set_delay(&self, delay: Duration) {
+        *self.inner.delay.lock().unwrap() = delay;
+    }
+
+    /// The most requests this server was answering at once.
+    pub fn most_in_flight(&self) -> usize {
+        self.inner.most_in_flight.load(Ordering::SeqCst)
+    }
+
+    /// When each request arrived, in order.
+    pub fn arrivals(&self) -> Vec<std::time::Instant> {
+        self.inner.arrivals.lock().unwrap().clone()
+    }
+
+    /// Forgets the requests seen so far (their count, arrivals and the most at once).
+    pub fn reset_counts(&self) {
+        self.inner.requests.lock().unwrap().clear();
+        self.inner.arrivals.lock().unwrap().clear();
+        self.inner.most_in_flight.store(0, Ordering::SeqCst);
+    }
+
     /// Bytes streamed so far by `Huge` replies.
     pub fn streamed(&self) -> usize {
         self.inner.streamed.load(Ordering::SeqCst)
@@ -181,6 +215,23 @@ impl CardServer {
 }
 
 async fn serve(inner: Inner, req: Request<Body>) -> Response {
+    inner
+        .arrivals
+        .lock()
+        .unwrap()
+        .push(std::time::Instant::now());
+    let now = inner.in_flight.fetch_add(1, Ordering::SeqCst) + 1;
+    inner.most_in_flight.fetch_max(now, Ordering::SeqCst);
+    let delay = *inner.delay.lock().unwrap();
+    if !delay.is_zero() {
+        tokio::time::sleep(delay).await;
+    }
+    let response = answer(&inner, req);
+    inner.in_flight.fetch_sub(1, Ordering::SeqCst);
+    response
+}
+
+fn answer(inner: &Inner, req: Request<Body>) -> Response {
     let path = req.uri().path().to_string();
     inner
         .requests
@@ -191,6 +242,14 @@ async fn serve(inner: Inner, req: Request<Body>) -> Response {
     match reply {
         None => StatusCode::NOT_FOUND.into_response(),
         Some(Reply::Status(code)) => StatusCode::from_u16(code).unwrap().into_response(),
+        Some(Reply::Throttle {
+            status,
+            retry_after,
+        }) => (
+            StatusCode::from_u16(status).unwrap(),
+            [(header::RETRY_AFTER, retry_after)],
+        )
+            .into_response(),
         Some(Reply::Redirect(to)) => (StatusCode::FOUND, [(header::LOCATION, to)]).into_response(),
         Some(Reply::Json { body, etag }) => {
             let matches = etag.as_deref().is_some_and(|e| {
@@ -211,7 +270,7 @@ async fn serve(inner: Inner, req: Request<Body>) -> Response {
             response
         }
         Some(Reply::Huge(total)) => {
-            let streamed = inner.streamed;
+            let streamed = inner.streamed.clone();
             let chunk = vec![b' '; 64 * 1024];
             let chunks = total.div_ceil(chunk.len());
             let stream = futures::stream::iter(0..chunks).then(move |_| {

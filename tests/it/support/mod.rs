@@ -217,6 +217,13 @@ pub fn test_settings(target: DatabaseTarget) -> Settings {
     // no sweep that a wall clock (a refresh every five minutes, a re-probe at 03:00) would
     // drop into the middle of a test.
     settings.cards.probe_on_change = false;
+    // Every test agent is on 127.0.0.1, one host to the registry: with the default limits the
+    // suite's probes would queue behind each other. The politeness tests set their own.
+    settings.hosts = cardgate::domain::politeness::HostLimits {
+        concurrency: 64,
+        interval: std::time::Duration::ZERO,
+        max_wait: std::time::Duration::from_secs(30),
+    };
     settings.schedule.refresh = cardgate::runtime::schedule::Schedule::Off;
     settings.schedule.reprobe = cardgate::runtime::schedule::Schedule::Off;
     settings

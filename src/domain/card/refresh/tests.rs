@@ -244,3 +244,19 @@ fn a_failed_fetch_says_why() {
         Some("the card could not be fetched: connection refused")
     );
 }
+
+#[test]
+fn a_deferred_fetch_changes_nothing_about_trust() {
+    let until = chrono::Utc::now() + chrono::Duration::seconds(90);
+    let fetched = Fetched::Deferred {
+        reason: "the host asked to wait".into(),
+        until,
+    };
+    for untrusted in [false, true] {
+        let decided = decide(&fetched, None, Revalidate::IfChanged, &subjects(untrusted));
+        assert_eq!(decided.status, FetchStatus::Deferred);
+        assert!(decided.events.is_empty(), "no event: {:?}", decided.events);
+        assert!(decided.snapshot.is_none());
+        assert_eq!(decided.retry_at, Some(until));
+    }
+}
