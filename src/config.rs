@@ -434,6 +434,12 @@ pub struct ScheduleArgs {
     #[arg(long, env = "CARDGATE_JOB_RETENTION_SECS", default_value_t = ScheduleSettings::default().job_retention.as_secs())]
     pub job_retention_secs: u64,
 
+    /// Probe transcripts kept per subject: each refresh sweep drops, in bounded batches, the
+    /// transcripts of older finished runs that no promotion or demotion cites (their verdicts,
+    /// findings and transitions stay). 0 keeps every transcript.
+    #[arg(long, env = "CARDGATE_KEEP_TRANSCRIPTS", default_value_t = ScheduleSettings::default().keep_transcripts)]
+    pub keep_transcripts: u32,
+
     /// Queue probes when registration or a refresh reveals a new version or capability.
     #[arg(long, env = "CARDGATE_PROBE_ON_CHANGE", default_value_t = CardPolicy::default().probe_on_change, action = clap::ArgAction::Set)]
     pub probe_on_change: bool,
@@ -447,6 +453,7 @@ impl ScheduleArgs {
             checkpoint: self.checkpoint_schedule.clone(),
             stale_after: Duration::from_secs(self.probe_stale_after_secs),
             job_retention: Duration::from_secs(self.job_retention_secs),
+            keep_transcripts: self.keep_transcripts,
             ..ScheduleSettings::default()
         })
     }

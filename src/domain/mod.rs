@@ -21,6 +21,7 @@ pub mod politeness;
 pub mod probe;
 pub(crate) mod receipt;
 pub(crate) mod report;
+pub mod retention;
 pub mod secrets;
 pub(crate) mod signing;
 pub mod time;

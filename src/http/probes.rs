@@ -108,9 +108,13 @@ pub struct ProbeRunView {
     pub findings: Vec<FindingView>,
     /// The ledger events this run appended.
     pub ledger_events: Vec<EventView>,
-    /// Every request and response body and SSE frame, as exchanged.
+    /// Every request and response body and SSE frame, as exchanged; empty once retention
+    /// pruned them (`transcript_pruned_at`).
     #[schema(value_type = Vec<Object>)]
     pub exchanges: serde_json::Value,
+    /// When retention dropped this run's exchanges: it was past its subject's newest runs
+    /// and no promotion or demotion cites it. Its verdict, findings and transitions stay.
+    pub transcript_pruned_at: Option<DateTime<Utc>>,
 }
 
 #[derive(Debug, Serialize, ToSchema)]
@@ -378,5 +382,6 @@ pub async fn get_probe(
         exchanges: evidence
             .map(|e| e.transcript.clone())
             .unwrap_or(serde_json::Value::Array(Vec::new())),
+        transcript_pruned_at: evidence.and_then(|e| e.transcript_pruned_at),
     }))
 }

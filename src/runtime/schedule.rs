@@ -16,7 +16,7 @@ use tracing::Instrument;
 use crate::domain::job::{self, Job};
 use crate::domain::politeness;
 use crate::domain::time::Timestamp;
-use crate::service::{Queued, ServiceError, Services, probe};
+use crate::service::{Queued, ServiceError, Services, probe, retention};
 
 /// The word for a schedule that never fires: its sweep only runs when something calls it.
 pub const OFF: &str = "off";
@@ -85,6 +85,8 @@ pub struct ScheduleSettings {
     pub sweep_limit: u32,
     /// Finished jobs are kept this long for `/v1/jobs`, then pruned by the refresh sweep.
     pub job_retention: Duration,
+    /// Probe transcripts kept per subject (service::retention); 0 keeps them all.
+    pub keep_transcripts: u32,
 }
 
 impl Default for ScheduleSettings {
@@ -96,6 +98,7 @@ impl Default for ScheduleSettings {
             stale_after: Duration::from_secs(7 * 24 * 3600),
             sweep_limit: 50_000,
             job_retention: Duration::from_secs(24 * 3600),
+            keep_transcripts: 10,
         }
     }
 }
@@ -130,6 +133,10 @@ impl Ticks {
     }
 }
 
+/// Runs past retention examined per refresh sweep: a backlog (a first start with retention on,
+/// or `CARDGATE_KEEP_TRANSCRIPTS` lowered) is worked off over several sweeps, each bounded.
+const PRUNE_PER_SWEEP: u64 = 5_000;
+
 /// The share of the time until the next refresh sweep its jobs are spread over; the rest is
 /// slack for the last of them to finish before the next sweep looks.
 const SPREAD_SHARE: f64 = 0.8;
@@ -163,6 +170,16 @@ pub async fn refresh_sweep(
             .prune_changes(cutoff, 50_000)
             .await
             .context("pruning the change feed")?;
+    }
+    let pruned = retention::prune(services, settings.keep_transcripts, PRUNE_PER_SWEEP)
+        .await
+        .context("pruning probe transcripts")?;
+    if pruned.transcripts > 0 {
+        tracing::info!(
+            examined = pruned.examined,
+            pruned = pruned.transcripts,
+            "pruned probe transcripts"
+        );
     }
     let due = services
         .store

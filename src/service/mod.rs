@@ -16,6 +16,7 @@ pub mod ledger;
 pub mod probe;
 pub mod readmodel;
 pub(crate) mod reports;
+pub mod retention;
 pub(crate) mod sessions;
 pub(crate) mod status;
 pub mod transparency;

@@ -1,5 +1,7 @@
 //! Probe runs and the push deliveries cardgate's webhook receives for them.
 
+use std::collections::BTreeSet;
+
 use chrono::{DateTime, Utc};
 use serde_json::Value;
 use uuid::Uuid;
@@ -19,6 +21,7 @@ use crate::domain::probe::{
     Judgement, Observations, ProbeRun, PushDelivery, PushReceipt, RunEvidence, RunStart, RunState,
     RunStatus,
 };
+use crate::domain::retention::{Candidate, EVIDENCE_KINDS};
 use crate::domain::time::Timestamp;
 use crate::domain::version::ProtocolVersion;
 
@@ -107,6 +110,7 @@ struct RunRow {
     error: Option<String>,
     ledger_seqs: Option<String>,
     start_seq: Option<i64>,
+    transcript_pruned_at: Option<DateTime<Utc>>,
 }
 
 fn json<T: serde::de::DeserializeOwned>(text: Option<String>) -> Result<Option<T>, StoreError> {
@@ -165,7 +169,16 @@ fn run_state(r: &RunRow) -> Result<RunState, StoreError> {
                 (Some(observations), Some(transcript)) => Some(Box::new(RunEvidence {
                     observations,
                     transcript,
+                    transcript_pruned_at: None,
                 })),
+                // Retention took the exchanges; what was observed stays.
+                (Some(observations), None) if r.transcript_pruned_at.is_some() => {
+                    Some(Box::new(RunEvidence {
+                        observations,
+                        transcript: Value::Array(Vec::new()),
+                        transcript_pruned_at: r.transcript_pruned_at,
+                    }))
+                }
                 _ => None,
             };
             let judgement =
@@ -230,7 +243,7 @@ macro_rules! run_columns {
     () => {
         "id, callee_id, protocol_version, status, reason, requested_by, created_at, started_at, \
          finished_at, interface_url, wire, push_token, binding, passed, judgement, observations, \
-         transcript, error, ledger_seqs, start_seq"
+         transcript, error, ledger_seqs, start_seq, transcript_pruned_at"
     };
 }
 
@@ -239,7 +252,8 @@ macro_rules! run_summary_columns {
     () => {
         "id, callee_id, protocol_version, status, reason, requested_by, created_at, started_at, \
          finished_at, interface_url, wire, push_token, binding, passed, judgement, \
-         null as observations, null as transcript, error, ledger_seqs, start_seq"
+         null as observations, null as transcript, error, ledger_seqs, start_seq, \
+         transcript_pruned_at"
     };
 }
 
@@ -672,4 +686,82 @@ where
             .await?;
     row.map(|(s,)| serde_json::from_str(&s).map_err(StoreError::corrupt))
         .transpose()
+}
+
+/// Retention (service::retention): the runs whose transcripts may go, and dropping them.
+impl Store {
+    /// Finished runs past the newest `keep` of their subject that still hold a transcript,
+    /// oldest first after the cursor `after`, at most `limit`, with the ledger events each
+    /// appended.
+    pub async fn runs_past_retention(
+        &self,
+        keep: u32,
+        after: Option<ProbeRunId>,
+        limit: u32,
+    ) -> Result<Vec<Candidate>, StoreError> {
+        let rows: Vec<(Uuid, Option<String>)> = dispatch!(self, |pool| {
+            sqlx::query_as(
+                "select id, ledger_seqs from (select id, ledger_seqs, \
+                 transcript is not null as held, row_number() over \
+                 (partition by callee_id, protocol_version order by id desc) as n \
+                 from probe_runs where status = 'finished') ranked \
+                 where n > $1 and held and id > $3 order by id limit $2",
+            )
+            .bind(i64::from(keep))
+            .bind(i64::from(limit))
+            .bind(after.map_or(Uuid::nil(), |id| id.0))
+            .fetch_all(pool)
+            .await
+        })?;
+        rows.into_iter()
+            .map(|(id, seqs)| {
+                Ok(Candidate {
+                    run: id.into(),
+                    ledger_seqs: json::<Vec<i64>>(seqs)?.unwrap_or_default(),
+                })
+            })
+            .collect()
+    }
+
+    /// The seqs of the events in `from..=to` that cite a run as evidence (promotions and
+    /// demotions).
+    pub async fn evidence_seqs(&self, from: i64, to: i64) -> Result<BTreeSet<i64>, StoreError> {
+        let rows: Vec<(i64,)> = dispatch!(self, |pool| {
+            sqlx::query_as(
+                "select seq from ledger where seq between $1 and $2 and kind in ($3, $4)",
+            )
+            .bind(from)
+            .bind(to)
+            .bind(EVIDENCE_KINDS[0])
+            .bind(EVIDENCE_KINDS[1])
+            .fetch_all(pool)
+            .await
+        })?;
+        Ok(rows.into_iter().map(|(seq,)| seq).collect())
+    }
+
+    /// Drops these runs' transcripts, recording when; returns how many were dropped.
+    pub async fn prune_transcripts(
+        &self,
+        runs: &[ProbeRunId],
+        now: Timestamp,
+    ) -> Result<u64, StoreError> {
+        dispatch!(self, |pool| {
+            let mut tx = pool.begin_write().await?;
+            let mut pruned = 0;
+            for run in runs {
+                pruned += sqlx::query(
+                    "update probe_runs set transcript = null, transcript_pruned_at = $2 \
+                     where id = $1 and transcript is not null",
+                )
+                .bind(run.0)
+                .bind(now)
+                .execute(&mut *tx)
+                .await?
+                .rows_affected();
+            }
+            tx.commit().await?;
+            Ok(pruned)
+        })
+    }
 }

@@ -25,6 +25,7 @@ mod probes;
 mod readmodel;
 mod replicas;
 mod restart;
+mod retention;
 mod schedule;
 mod sdk_agents;
 mod sse;

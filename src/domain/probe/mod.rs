@@ -652,7 +652,10 @@ pub struct RunStart {
 #[derive(Debug, Clone, PartialEq)]
 pub struct RunEvidence {
     pub observations: Observations,
+    /// The exchanges as stored (redacted); empty once retention pruned them.
     pub transcript: Value,
+    /// When retention pruned the transcript (the observations and the verdict stay).
+    pub transcript_pruned_at: Option<Timestamp>,
 }
 
 impl ProbeRun {

@@ -553,6 +553,9 @@ pub fn probe_run(
                 }
                 @if let Some(at) = run.finished_at() { dt { "Finished" } dd { (time::format(at)) } }
                 @if let Some(why) = run.abort_reason() { dt { "Aborted" } dd { (why) } }
+                @if let Some(at) = evidence.and_then(|e| e.transcript_pruned_at) {
+                    dt { "Transcript" } dd { "pruned " (when(at, now)) ": past this subject's newest runs, and cited by no promotion or demotion. The verdict, findings and transitions stay." }
+                }
             }
             @if let Some(j) = judgement {
                 @if !j.verdict.triggers.is_empty() {
