@@ -8,9 +8,9 @@
 //! value copied to another row does not open there.
 
 use aws_lc_rs::aead::{AES_256_GCM, Aad, LessSafeKey, NONCE_LEN, Nonce, UnboundKey};
-use aws_lc_rs::rand::{SecureRandom, SystemRandom};
 use base64::Engine;
 use base64::engine::general_purpose::{STANDARD, URL_SAFE_NO_PAD};
+use rand::TryRngCore;
 use sha2::{Digest, Sha256};
 
 const VERSION: &str = "v1";
@@ -133,9 +133,7 @@ impl SecretsRing {
     pub fn seal(&self, plaintext: &[u8], context: &[u8]) -> Result<String, SealError> {
         let key = &self.keys[0];
         let mut nonce = [0u8; NONCE_LEN];
-        SystemRandom::new()
-            .fill(&mut nonce)
-            .map_err(|_| SealError::Random)?;
+        os_random(&mut nonce)?;
         let mut buffer = plaintext.to_vec();
         key.aead()
             .seal_in_place_append_tag(
@@ -196,10 +194,17 @@ impl SecretsRing {
 
 fn fresh_key() -> Result<Key, SealError> {
     let mut raw = [0u8; KEY_LEN];
-    SystemRandom::new()
-        .fill(&mut raw)
-        .map_err(|_| SealError::Random)?;
+    os_random(&mut raw)?;
     Ok(Key::new(raw))
+}
+
+/// Fills `buf` from the operating system's CSPRNG (`getrandom`). Not AWS-LC's generator: its
+/// first use seeds itself from CPU jitter, which took 33 ms of a first start (BENCHMARKS.md,
+/// "Footprint"), for bytes the kernel gives at once.
+fn os_random(buf: &mut [u8]) -> Result<(), SealError> {
+    rand::rngs::OsRng
+        .try_fill_bytes(buf)
+        .map_err(|_| SealError::Random)
 }
 
 #[cfg(test)]
