@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # What cardgate costs to run (issue 31): binary and text size, `cardgate --help` peak RSS, cold
 # start of `serve` to its first /healthz answer, idle RSS of `serve` on an empty SQLite
-# registry, and `cardgate probe` (wall, peak RSS) against the JS SDK agent and the fake agent.
+# registry, and `cardgate probe` (wall, peak RSS) against the JS and Python SDK agents and the
+# fake agent.
 #
 #   bench/footprint.sh              # release build, 5 runs of each timed figure
 #   RUNS=10 PROFILE=release bench/footprint.sh
@@ -18,8 +19,11 @@ BIN=$CARGO_TARGET_DIR/$PROFILE
 . bench/lib.sh
 
 echo "== footprint ($PROFILE build; this machine: $(nproc) cores; $(date -u +%F))"
+# Everything below runs the stripped binary, as the image ships it (symbols are never loaded,
+# so this changes the size on disk only).
 stripped=$(mktemp)
 strip -o "$stripped" "$BIN/cardgate"
+chmod +x "$stripped"
 python3 - "$BIN/cardgate" "$stripped" <<'PY'
 import os, subprocess, sys
 path, stripped = sys.argv[1], sys.argv[2]
@@ -29,13 +33,13 @@ PY
 
 helps=()
 for _ in $(seq 1 "$RUNS"); do
-  /usr/bin/time -f '%M' -o /tmp/footprint-help "$BIN/cardgate" --help >/dev/null
+  /usr/bin/time -f '%M' -o /tmp/footprint-help "$stripped" --help >/dev/null
   helps+=("$(tail -n1 /tmp/footprint-help)")
 done
 python3 -c "import statistics,sys; v=[int(x) for x in sys.argv[1:]]; print(f'cardgate --help: peak RSS {statistics.median(v)/1024:.1f} MiB (max {max(v)/1024:.1f})')" "${helps[@]}"
 
 # serve: cold start to /healthz, then idle RSS.
-python3 - "$BIN/cardgate" "$RUNS" <<'PY'
+python3 - "$stripped" "$RUNS" <<'PY'
 import os, socket, statistics, subprocess, sys, tempfile, time
 binary, runs = sys.argv[1], int(sys.argv[2])
 def free_port():
@@ -73,7 +77,7 @@ measure() {
   local label=$1 origin=$2; shift 2
   local walls=() rss=() code=0
   for _ in $(seq 1 "$RUNS"); do
-    /usr/bin/time -f '%e %M' -o /tmp/footprint-probe "$BIN/cardgate" probe "$origin" --json \
+    /usr/bin/time -f '%e %M' -o /tmp/footprint-probe "$stripped" probe "$origin" --json \
       --allow-networks 127.0.0.0/8 "$@" >/dev/null 2>&1 || code=$?
     read -r secs kib < <(tail -n1 /tmp/footprint-probe)
     walls+=("$(python3 -c "print(round($secs*1000))")"); rss+=("$kib")
@@ -88,6 +92,12 @@ if [ -d tests/agents/js/node_modules/@a2a-js/sdk ]; then
   out=$(mktemp); node tests/agents/js/agent.mjs --port 0 >"$out" 2>/dev/null & pids+=($!)
   for _ in $(seq 1 300); do ORIGIN=$(sed -n 's/^READY //p' "$out" | head -n1); [ -n "$ORIGIN" ] && break; sleep 0.1; done
   measure "JS SDK agent, 1.0 + 0.3" "$ORIGIN"
+fi
+PY_SDK=${CARDGATE_TEST_PYTHON:-/var/tmp/cardgate-pyenv/bin/python}
+if [ -x "$PY_SDK" ]; then
+  out=$(mktemp); "$PY_SDK" tests/agents/python/agent.py --port 0 >"$out" 2>/dev/null & pids+=($!)
+  for _ in $(seq 1 300); do ORIGIN=$(sed -n 's/^READY //p' "$out" | head -n1); [ -n "$ORIGIN" ] && break; sleep 0.1; done
+  measure "Python SDK agent, 1.0 + 0.3" "$ORIGIN"
 fi
 port=$(free_port)
 "$BIN/examples/fake-agent" --listen "127.0.0.1:$port" >/dev/null 2>&1 & pids+=($!)

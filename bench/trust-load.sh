@@ -8,6 +8,7 @@
 #   PROFILE=dist bench/trust-load.sh   # the shipped build (LTO) instead of release
 #   PERF=1 bench/trust-load.sh     # also a perf profile of the server during each trust run
 #   BENCH_RUST_LOG=info bench/trust-load.sh   # with the default access log (a line per request)
+#   CEILING=0 PROFILE=dist bench/trust-load.sh # without the ceiling (not built: an LTO link less)
 #
 # What is measured: a promoted subject of a conformant fake agent, asked about by a caller holding
 # a reader key, with `requires=streaming,pushNotifications`: the key checked against memory, the
@@ -23,7 +24,10 @@ TOKEN=bench-admin-token-0123456789abcdefghijklmnop
 WORK=$(mktemp -d)
 export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-target}
 PROFILE=${PROFILE:-release}   # PROFILE=dist measures the binary the image ships
-cargo build --quiet --profile "$PROFILE" --bin cardgate --example fake-agent --example bench-ceiling
+CEILING=${CEILING:-1}
+examples=(--example fake-agent)
+[ "$CEILING" = 1 ] && examples+=(--example bench-ceiling)
+cargo build --quiet --profile "$PROFILE" --bin cardgate "${examples[@]}"
 BIN=$CARGO_TARGET_DIR/$PROFILE
 
 . bench/lib.sh
@@ -98,11 +102,13 @@ ratio() { # trust_run healthz_run
   echo "== $1: /v1/trust $(rps_of "$1") req/s (p99 $(p99_of "$1")), /healthz $(rps_of "$2") req/s (p99 $(p99_of "$2")): ratio $(echo "scale=3; $(rps_of "$1") / $(rps_of "$2")" | bc)"
 }
 
-CEILING_PORT=$(free_port)
-"$BIN/examples/bench-ceiling" "127.0.0.1:$CEILING_PORT" > /dev/null 2>&1 &
-pids+=($!)
-wait_ready "http://127.0.0.1:$CEILING_PORT/v1/trust"
-run_wrk ceiling "http://127.0.0.1:$CEILING_PORT/v1/trust"
+if [ "$CEILING" = 1 ]; then
+  CEILING_PORT=$(free_port)
+  "$BIN/examples/bench-ceiling" "127.0.0.1:$CEILING_PORT" > /dev/null 2>&1 &
+  pids+=($!)
+  wait_ready "http://127.0.0.1:$CEILING_PORT/v1/trust"
+  run_wrk ceiling "http://127.0.0.1:$CEILING_PORT/v1/trust"
+fi
 
 bench_backend sqlite "sqlite://$WORK/bench.db"
 
