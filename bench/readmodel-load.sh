@@ -6,6 +6,8 @@
 #   N=20000 bench/readmodel-load.sh
 #   PROFILE=dist N=10000 bench/readmodel-load.sh   # the shipped build
 #   KEEP_DB=1 bench/readmodel-load.sh   # keep the database, to profile a start against it
+#   TRUST=1 N=1000000 PROFILE=dist bench/readmodel-load.sh   # also GET /v1/trust under load
+#                                       # (wrk, by callee id and by card URL, beside /healthz)
 #
 # One real callee is registered against a conformant fake agent and probed to lifecycle-trusted;
 # its rows (callee, subject, newest snapshot with its assessment, finished probe run with its
@@ -20,7 +22,8 @@ TOKEN=bench-admin-token-0123456789abcdefghijklmnop
 WORK=$(mktemp -d)
 export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-target}
 PROFILE=${PROFILE:-release}   # PROFILE=dist measures the binary the image ships
-cargo build --quiet --profile "$PROFILE" --bin cardgate --example fake-agent
+# NO_BUILD=1: measure binaries already in $CARGO_TARGET_DIR/$PROFILE (an earlier build kept aside).
+[ -n "${NO_BUILD:-}" ] || cargo build --quiet --profile "$PROFILE" --bin cardgate --example fake-agent
 BIN=$CARGO_TARGET_DIR/$PROFILE
 
 . bench/lib.sh
@@ -37,11 +40,14 @@ start() { # log → sets PORT, SERVER
   PORT=$(free_port)
   DATABASE_URL=$PG_URL CARDGATE_LISTEN="127.0.0.1:$PORT" CARDGATE_ADMIN_TOKEN=$TOKEN \
   CARDGATE_ALLOW_NETWORKS=127.0.0.0/8 CARDGATE_PUBLIC_URL="http://127.0.0.1:$PORT/" \
-  CARDGATE_REFRESH_SCHEDULE=off RUST_LOG=warn,cardgate::app=info \
+  CARDGATE_REFRESH_SCHEDULE=off RUST_LOG=warn,cardgate::app=info,cardgate::service::readmodel=info \
+  CARDGATE_RATE_LIMIT_PER_SEC=10000000 CARDGATE_RATE_LIMIT_BURST=10000000 \
     "$BIN/cardgate" serve > "$WORK/$1" 2>&1 &
   SERVER=$!
   pids+=($SERVER)
-  wait_ready "http://127.0.0.1:$PORT/readyz"
+  # A million subjects take longer to load than wait_ready's minute.
+  for _ in $(seq 1 3000); do curl -fsS "http://127.0.0.1:$PORT/readyz" >/dev/null 2>&1 && return 0; sleep 0.1; done
+  echo "not ready after 300 s" >&2; return 1
 }
 stop() { kill "$SERVER"; wait "$SERVER" 2>/dev/null || true; }
 loaded() { grep -o '"read model loaded".*\|read model loaded.*' "$WORK/$1" | head -1; }
@@ -98,6 +104,24 @@ start many.log
 many_rss=$(rss_kib)
 echo "$N subjects: $(loaded many.log); RSS $many_rss KiB"
 echo "== memory per subject: $(( (many_rss - one_rss) * 1024 / (N - 1) )) bytes (RSS difference / $((N - 1)))"
+if [ -n "${TRUST:-}" ]; then
+  # GET /v1/trust with N subjects loaded, by id and by card URL, beside /healthz in the same
+  # run (issue 30: a ratio of at least 0.8 for both, p99 at most 3 ms, at 32 connections).
+  url="http://127.0.0.1:$PORT"
+  reader=$(curl -fsS -H "Authorization: Bearer $TOKEN" -H 'content-type: application/json' \
+    -d '{"name":"bench","role":"reader"}' "$url/v1/keys" | python3 -c 'import sys,json; print(json.load(sys.stdin)["key"])')
+  card_url=$(python3 -c 'import sys, urllib.parse; print(urllib.parse.quote(sys.argv[1], safe=""))' "http://127.0.0.1:$AGENT_PORT")
+  query="caller_version=1.0&requires=streaming,pushNotifications"
+  load() { # name url [header]
+    wrk -t2 -c"${CONNECTIONS:-32}" -d"${DURATION:-10s}" --latency ${3:+-H "$3"} "$2" > "$WORK/$1.txt"
+    echo "$1: $(awk '/Requests\/sec/ {print $2}' "$WORK/$1.txt") req/s, p99 $(awk '$1 == "99%" {print $2}' "$WORK/$1.txt")$(grep -o 'Non-2xx.*' "$WORK/$1.txt" | sed 's/^/, /')"
+  }
+  load by-id "$url/v1/trust?callee_id=$callee&$query" "Authorization: Bearer $reader"
+  load by-card-url "$url/v1/trust?card_url=$card_url&$query" "Authorization: Bearer $reader"
+  load healthz "$url/healthz"
+  rps() { awk '/Requests\/sec/ {print $2}' "$WORK/$1.txt"; }
+  echo "== ratio to /healthz: by id $(echo "scale=3; $(rps by-id) / $(rps healthz)" | bc), by card URL $(echo "scale=3; $(rps by-card-url) / $(rps healthz)" | bc)"
+fi
 stop
 
 cleanup

@@ -130,19 +130,11 @@ impl App {
             .with_metrics(metrics.clone())
             .with_hosts(Arc::new(hosts));
         let discovery = Discovery::new(outbound.clone(), settings.discovery.clone());
-        let started = std::time::Instant::now();
-        let view = ReadModel::load(store.clone())
+        // Keys now, callees in the background: the service listens at once, and answers
+        // decisions once they are in (`ReadModel::start`).
+        let view = ReadModel::start(store.clone())
             .await
-            .context("loading the read model")?;
-        let loaded = view.stats();
-        tracing::info!(
-            callees = loaded.callees,
-            subjects = loaded.subjects,
-            keys = loaded.live_keys,
-            ledger_seq = loaded.applied.ledger_seq,
-            millis = started.elapsed().as_millis(),
-            "read model loaded"
-        );
+            .context("loading the API keys")?;
         let services = Services {
             store,
             clock: Arc::new(SystemClock),

@@ -5,6 +5,7 @@
 //! counts as `pass`, and the answer is authoritative only when every condition passes.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 
 use serde::Serialize;
 
@@ -98,7 +99,9 @@ pub struct SubjectFacts {
 /// Everything one decision reads.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DecisionInput {
-    pub card: Option<CardFacts>,
+    /// Shared by every input of one callee (its subjects and the no-subject answer) unless a
+    /// subject's own fetch failure overrides its trust: the read model holds one per callee.
+    pub card: Option<Arc<CardFacts>>,
     pub subject: Option<SubjectFacts>,
     pub probe: Option<ProbeFacts>,
 }
@@ -147,15 +150,15 @@ use ConditionStatus::{Fail, Pass, Unknown};
 
 /// Evaluates every condition for `posture` against `input`.
 pub fn evaluate(posture: &Posture, input: &DecisionInput) -> Decision {
-    let interface = input.card.as_ref().and_then(|card| {
+    let interface = input.card.as_deref().and_then(|card| {
         card.interfaces
             .iter()
             .find(|i| i.version == posture.caller_version)
     });
     let mut conditions = vec![
-        card_trusted(input.card.as_ref()),
-        version_match(posture, input.card.as_ref(), interface),
-        same_origin(posture, input.card.as_ref(), interface),
+        card_trusted(input.card.as_deref()),
+        version_match(posture, input.card.as_deref(), interface),
+        same_origin(posture, input.card.as_deref(), interface),
         lifecycle_probe(posture, input),
     ];
     conditions.extend(
@@ -168,7 +171,7 @@ pub fn evaluate(posture: &Posture, input: &DecisionInput) -> Decision {
 
     let gate_state = input.subject.as_ref().map(|s| {
         let card_untrusted = matches!(
-            input.card.as_ref().map(|c| &c.trust),
+            input.card.as_deref().map(|c| &c.trust),
             Some(CardTrust::Untrusted { .. })
         );
         if card_untrusted {
@@ -182,7 +185,7 @@ pub fn evaluate(posture: &Posture, input: &DecisionInput) -> Decision {
         gate_state,
         conditions,
         evidence: Evidence {
-            card_snapshot_id: input.card.as_ref().map(|c| c.snapshot_id),
+            card_snapshot_id: input.card.as_deref().map(|c| c.snapshot_id),
             probe_run_id: input.probe.as_ref().map(|p| p.probe_run_id),
             ledger_seq: input.subject.as_ref().map(|s| s.ledger_seq),
             ledger_hash: input.subject.as_ref().map(|s| s.ledger_hash.clone()),

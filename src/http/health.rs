@@ -42,9 +42,15 @@ pub async fn healthz() -> Json<Health> {
     security(()),
     responses(
         (status = 200, description = "Ready", body = Readiness),
-        (status = 503, description = "The database does not answer", body = ErrorBody),
+        (status = 503, description = "The database does not answer, or the read model is still loading its decisions", body = ErrorBody),
     ))]
 pub async fn readyz(State(app): State<ApiState>) -> Result<Json<Readiness>, ApiError> {
+    // Not ready to take callers until it can answer their decisions.
+    if !app.services.view.is_loaded() {
+        return Err(ApiError::Unavailable(
+            "the read model is still loading; decisions are not answered yet".into(),
+        ));
+    }
     let status = match service::status::ping(&app.services.store).await {
         Ok(()) => super::status::status(&app).await,
         Err(err) => Err(err.into()),

@@ -8,8 +8,14 @@
 //! its write back from the same replica) and whenever the feed signals a change made elsewhere
 //! (another replica, the CLI). Rows are applied in commit order, so the model always reflects
 //! a prefix of the store's history, and it knows the ledger seq that prefix ends at.
+//!
+//! A service starts answering before the callees are loaded ([`ReadModel::start`]): keys
+//! first (so authentication works), then the callees in pages in the background. Until they
+//! are in, decisions answer 503 with `Retry-After` and `/readyz` says the model is loading;
+//! a million subjects take some 15 s.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, PoisonError, RwLock};
 use std::time::Duration;
 
@@ -48,15 +54,19 @@ struct Inner {
     applied: watch::Sender<FeedHead>,
     /// One catch-up at a time: rows are applied in order, and a reload that read older data
     /// never overwrites one that read newer.
-    syncing: Mutex<()>,
+    syncing: Arc<Mutex<()>>,
+    /// Whether the callees are loaded (until then decisions are not answered).
+    loaded: AtomicBool,
 }
 
 /// One callee's decision inputs, ready to evaluate: per subject, and for any version the callee
-/// has no subject for.
+/// has no subject for. A callee has a handful of versions at most, so they are a boxed slice
+/// searched in order: a hash map's smallest table holds four entries, which cost about 1 KB
+/// per subject at a million subjects (BENCHMARKS.md, issue 30).
 #[derive(Debug, Clone, PartialEq)]
 struct CalleeInputs {
     no_subject: DecisionInput,
-    subjects: HashMap<ProtocolVersion, DecisionInput>,
+    subjects: Box<[(ProtocolVersion, DecisionInput)]>,
 }
 
 impl CalleeInputs {
@@ -65,8 +75,8 @@ impl CalleeInputs {
         subjects: Vec<Subject>,
         mut probes: HashMap<ProtocolVersion, ProbeFacts>,
     ) -> Self {
-        let card: Option<CardFacts> = snapshot.map(decision::card_facts);
-        let subjects = subjects
+        let card: Option<Arc<CardFacts>> = snapshot.map(|s| Arc::new(decision::card_facts(s)));
+        let mut subjects: Vec<_> = subjects
             .into_iter()
             .map(|subject| {
                 let probe = probes.remove(&subject.protocol_version);
@@ -74,6 +84,9 @@ impl CalleeInputs {
                 (subject.protocol_version, input)
             })
             .collect();
+        // One order whichever way the store listed them, so that equal models compare equal.
+        subjects.sort_by_key(|(version, _)| *version);
+        let subjects = subjects.into_boxed_slice();
         Self {
             no_subject: decision::input(card.as_ref(), None, None),
             subjects,
@@ -103,23 +116,69 @@ pub struct ModelStats {
 }
 
 impl ReadModel {
-    /// Loads everything from the store.
-    pub async fn load(store: Store) -> Result<Self, StoreError> {
-        let model = Self {
+    fn empty(store: Store) -> Self {
+        Self {
             inner: Arc::new(Inner {
                 store,
                 callees: RwLock::default(),
                 card_urls: RwLock::default(),
                 keys: RwLock::default(),
                 applied: watch::Sender::new(FeedHead::default()),
-                syncing: Mutex::new(()),
+                syncing: Arc::new(Mutex::new(())),
+                loaded: AtomicBool::new(false),
             }),
-        };
+        }
+    }
+
+    /// Loads everything from the store before returning.
+    pub async fn load(store: Store) -> Result<Self, StoreError> {
+        let model = Self::empty(store);
         {
             let _one_at_a_time = model.inner.syncing.lock().await;
             model.reload_all().await?;
         }
+        model.inner.loaded.store(true, Ordering::Release);
         Ok(model)
+    }
+
+    /// Loads the keys now and the callees in the background, so that a service can listen at
+    /// once; [`Self::is_loaded`] says when they are in. A load the database interrupts is
+    /// started again after a pause.
+    pub async fn start(store: Store) -> Result<Self, StoreError> {
+        let model = Self::empty(store);
+        // Held from here until the callees are in: a catch-up waits for the load, which reads
+        // the feed head first, so nothing committed meanwhile is missed.
+        let syncing = model.inner.syncing.clone().lock_owned().await;
+        model.reload_keys().await?;
+        let loading = model.clone();
+        tokio::spawn(async move {
+            let _one_at_a_time = syncing;
+            let started = std::time::Instant::now();
+            while let Err(e) = loading.reload_all().await {
+                tracing::warn!(error = %e, "loading the read model failed; trying again in 5 s");
+                tokio::time::sleep(Duration::from_secs(5)).await;
+            }
+            loading.inner.loaded.store(true, Ordering::Release);
+            let loaded = loading.stats();
+            tracing::info!(
+                callees = loaded.callees,
+                subjects = loaded.subjects,
+                keys = loaded.live_keys,
+                ledger_seq = loaded.applied.ledger_seq,
+                millis = started.elapsed().as_millis(),
+                "read model loaded"
+            );
+            // What was committed while the load ran.
+            if let Err(e) = loading.apply_changes().await {
+                tracing::warn!(error = %e, "the read model could not catch up; it will on the next change");
+            }
+        });
+        Ok(model)
+    }
+
+    /// Whether the callees are loaded: until then there is no decision to give.
+    pub fn is_loaded(&self) -> bool {
+        self.inner.loaded.load(Ordering::Acquire)
     }
 
     /// The decision for `posture` about `callee`, or `None` if no such callee is known.
@@ -127,8 +186,9 @@ impl ReadModel {
         let inputs = read(&self.inner.callees).get(&callee).cloned()?;
         let input = inputs
             .subjects
-            .get(&posture.caller_version)
-            .unwrap_or(&inputs.no_subject);
+            .iter()
+            .find(|(version, _)| *version == posture.caller_version)
+            .map_or(&inputs.no_subject, |(_, input)| input);
         Some(decision::evaluate(posture, input))
     }
 
@@ -165,6 +225,9 @@ impl ReadModel {
     /// Whether the model reflects ledger seq `seq`. If not yet, it catches up at once (rather
     /// than wait for the feed's signal), taking at most `within`.
     pub async fn reflect(&self, seq: i64, within: Duration) -> Reflection {
+        if !self.is_loaded() {
+            return Reflection::Behind;
+        }
         if self.applied().ledger_seq >= seq {
             return Reflection::Reflected;
         }
@@ -196,6 +259,10 @@ impl ReadModel {
     /// this process, and on each signal of the change feed. A failure (the database went away)
     /// is logged: the write it follows has committed, and the next signal catches up.
     pub async fn sync(&self) {
+        // While the load runs, a write must not wait for it: the load catches up when done.
+        if !self.is_loaded() {
+            return;
+        }
         let _one_at_a_time = self.inner.syncing.lock().await;
         if let Err(e) = self.apply_changes().await {
             tracing::warn!(error = %e, "the read model could not catch up; it will on the next change");

@@ -24,6 +24,7 @@ pub async fn decide(
     posture: &Posture,
     min_seq: Option<i64>,
 ) -> Result<Decision, ServiceError> {
+    loaded(view)?;
     reflect(view, min_seq).await?;
     view.decide(callee_id, posture)
         .ok_or(ServiceError::NotFound(Missing::Callee(callee_id)))
@@ -36,10 +37,23 @@ pub async fn callee_by_card_url(
     card_url: &str,
     min_seq: Option<i64>,
 ) -> Result<Option<CalleeId>, ServiceError> {
+    loaded(view)?;
     reflect(view, min_seq).await?;
     Ok(CardUrl::parse(card_url)
         .ok()
         .and_then(|url| view.callee_by_card_url(&url)))
+}
+
+/// Decisions wait for the model's load at start: not knowing a callee yet is not "no such
+/// callee".
+pub fn loaded(view: &ReadModel) -> Result<(), ServiceError> {
+    if view.is_loaded() {
+        Ok(())
+    } else {
+        Err(ServiceError::Behind(
+            "this replica is still loading its decisions; retry shortly".into(),
+        ))
+    }
 }
 
 /// Waits, at most [`MAX_CATCH_UP_WAIT`], until the model reflects the ledger seq the caller
@@ -75,7 +89,7 @@ pub async fn decide_from_store(
     let card = store
         .latest_snapshot(callee_id)
         .await?
-        .map(|s| decision::card_facts(&s));
+        .map(|s| std::sync::Arc::new(decision::card_facts(&s)));
     let probe = store
         .latest_finished_probe(callee_id, posture.caller_version)
         .await?

@@ -396,3 +396,85 @@ async fn card_url_decisions_read_no_database() {
     // A stop with the database gone must not hang the suite.
     let _ = tokio::time::timeout(std::time::Duration::from_secs(10), server.stop()).await;
 }
+
+/// A replica listens before its decisions are loaded: until they are, `/readyz` is 503, a
+/// decision is 503 with `Retry-After` (not 404: the callee is not unknown, only not loaded
+/// yet), and API keys already work. Postgres only: a table lock held by the test stalls the
+/// load there, while an SQLite reader in WAL mode is never blocked by a writer.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn decisions_wait_for_the_load_and_say_so() {
+    use sqlx::Connection;
+    let Some(db) = TestDb::postgres().await else {
+        return;
+    };
+    let cardgate::storage::DatabaseTarget::Postgres(url) = db.target.clone() else {
+        unreachable!("a Postgres test database");
+    };
+    let agent = FakeAgent::start(FakeAgentConfig::default(), Behaviour::Conformant)
+        .await
+        .unwrap();
+    let server = TestServer::start(db.target.clone()).await;
+    let callee = register(&server, &agent.origin(), json!({})).await;
+    server.stop().await;
+
+    // The load reads the callees first; hold them.
+    let mut holder = sqlx::PgConnection::connect(&url).await.unwrap();
+    sqlx::query("begin").execute(&mut holder).await.unwrap();
+    sqlx::query("lock table callees in access exclusive mode")
+        .execute(&mut holder)
+        .await
+        .unwrap();
+
+    let app = cardgate::app::App::build(crate::support::test_settings(db.target.clone()))
+        .await
+        .unwrap();
+    assert!(!app.services.view.is_loaded());
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let serving = tokio::spawn(app.serve(listener, async {
+        let _ = stopped.await;
+    }));
+    let client = client_with(crate::support::ADMIN_TOKEN);
+    let ask = || {
+        client
+            .get(format!(
+                "{base}/v1/trust?callee_id={callee}&caller_version=1.0"
+            ))
+            .send()
+    };
+
+    let (status, body) = json_of(client.get(format!("{base}/readyz")).send().await.unwrap()).await;
+    assert_eq!(status, 503, "{body}");
+    let loading = ask().await.unwrap();
+    assert_eq!(loading.status(), 503);
+    assert!(loading.headers().contains_key("retry-after"));
+    let (_, body) = json_of(loading).await;
+    assert_eq!(error_code(&body), "unavailable", "{body}");
+    // Keys are loaded first: a listing that needs the admin key answers.
+    let keys = client.get(format!("{base}/v1/keys")).send().await.unwrap();
+    assert_eq!(keys.status(), 200);
+
+    sqlx::query("commit").execute(&mut holder).await.unwrap();
+    let mut ready = false;
+    for _ in 0..100 {
+        if client
+            .get(format!("{base}/readyz"))
+            .send()
+            .await
+            .unwrap()
+            .status()
+            == 200
+        {
+            ready = true;
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    assert!(ready, "ready once the load finished");
+    let (status, decision) = json_of(ask().await.unwrap()).await;
+    assert_eq!(status, 200, "{decision}");
+    assert_eq!(decision["callee_id"], callee.as_str());
+    let _ = stop.send(());
+    serving.await.unwrap().unwrap();
+}

@@ -3,6 +3,7 @@
 //! in-memory read model and a decision read straight from the store reduce the same way.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 use url::Url;
@@ -121,19 +122,19 @@ pub fn probe_facts(run: &ProbeRun) -> Option<ProbeFacts> {
 /// One decision's input. A fetch failure recorded on the subject after the newest good
 /// snapshot takes precedence over that snapshot's trust.
 pub fn input(
-    card: Option<&CardFacts>,
+    card: Option<&Arc<CardFacts>>,
     subject: Option<&Subject>,
     probe: Option<ProbeFacts>,
 ) -> DecisionInput {
     let card = card.map(
         |card| match subject.and_then(|s| s.state.card_untrusted.as_ref()) {
-            Some(reason) => CardFacts {
+            Some(reason) => Arc::new(CardFacts {
                 trust: CardTrust::Untrusted {
                     reason: reason.clone(),
                 },
-                ..card.clone()
-            },
-            None => card.clone(),
+                ..CardFacts::clone(card)
+            }),
+            None => Arc::clone(card),
         },
     );
     DecisionInput {

@@ -4,6 +4,7 @@ use super::*;
 use crate::domain::gate::GateKind;
 use crate::domain::time::Timestamp;
 use chrono::{TimeZone, Utc};
+use std::sync::Arc;
 
 fn t(secs: i64) -> Timestamp {
     Utc.timestamp_opt(1_700_000_000 + secs, 0).unwrap()
@@ -36,15 +37,15 @@ fn interface(version: &str, same_origin: bool, caps: &[Capability]) -> OfferedIn
     }
 }
 
-fn card(interfaces: Vec<OfferedInterface>) -> CardFacts {
-    CardFacts {
+fn card(interfaces: Vec<OfferedInterface>) -> Arc<CardFacts> {
+    Arc::new(CardFacts {
         snapshot_id: SnapshotId::new(),
         card_origin: "https://agent.example".into(),
         trust: CardTrust::Verified {
             detail: "kid k1, ES256, pinned key".into(),
         },
         interfaces,
-    }
+    })
 }
 
 fn subject(gate: GateKind, classes: &[DemotionClass], caps: &[(Capability, i64)]) -> SubjectFacts {
@@ -143,7 +144,7 @@ fn cases() -> Vec<(&'static str, Posture, Tweak, &'static str, ConditionStatus)>
         (
             "unsigned card admitted by policy passes",
             strict(),
-            |i| i.card.as_mut().unwrap().trust = CardTrust::UnsignedAdmitted,
+            |i| Arc::make_mut(i.card.as_mut().unwrap()).trust = CardTrust::UnsignedAdmitted,
             "card-trusted",
             Pass,
         ),
@@ -151,7 +152,7 @@ fn cases() -> Vec<(&'static str, Posture, Tweak, &'static str, ConditionStatus)>
             "untrusted card fails",
             strict(),
             |i| {
-                i.card.as_mut().unwrap().trust = CardTrust::Untrusted {
+                Arc::make_mut(i.card.as_mut().unwrap()).trust = CardTrust::Untrusted {
                     reason: "signature invalid".into(),
                 }
             },
@@ -510,7 +511,7 @@ fn a_card_trusted_subject_with_untimestamped_submit_is_authoritative_only_withou
 #[test]
 fn untrusted_card_reports_untrusted_gate() {
     let mut input = all_good();
-    input.card.as_mut().unwrap().trust = CardTrust::Untrusted {
+    Arc::make_mut(input.card.as_mut().unwrap()).trust = CardTrust::Untrusted {
         reason: "bad sig".into(),
     };
     let decision = evaluate(&posture("1.0", Dedup::Timestamp, &[]), &input);

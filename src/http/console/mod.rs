@@ -575,6 +575,7 @@ async fn badge_svg(
         dedup: Dedup::Timestamp,
         requires: Default::default(),
     };
+    crate::service::trust::loaded(&app.services.view)?;
     let gate = app
         .services
         .view

@@ -245,6 +245,15 @@ impl TestServer {
             settings.probe.public_url = Some(format!("http://{addr}/").parse().unwrap());
         }
         let app = App::build(settings).await.expect("app builds");
+        // The decisions load in the background; a test asks as soon as this returns.
+        let view = app.services.view.clone();
+        for _ in 0..500 {
+            if view.is_loaded() {
+                break;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        }
+        assert!(view.is_loaded(), "the read model did not load within 5 s");
         let (stop, stopped) = oneshot::channel::<()>();
         let handle = tokio::spawn(app.serve(listener, async {
             let _ = stopped.await;
