@@ -171,6 +171,13 @@ pub async fn refresh_sweep(
             .await
             .context("pruning the change feed")?;
     }
+    // Host leases are given back as each request's answer arrives; one whose replica died, or
+    // whose host is never asked again, lapsed long ago and only takes room.
+    services
+        .store
+        .prune_host_leases(now)
+        .await
+        .context("pruning lapsed host leases")?;
     let pruned = retention::prune(services, settings.keep_transcripts, PRUNE_PER_SWEEP)
         .await
         .context("pruning probe transcripts")?;

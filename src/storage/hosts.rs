@@ -102,6 +102,18 @@ impl Store {
         Ok(())
     }
 
+    /// Deletes every lease that lapsed before `now`; returns how many.
+    pub async fn prune_host_leases(&self, now: Timestamp) -> Result<u64, StoreError> {
+        let deleted = dispatch!(self, |pool| {
+            sqlx::query("delete from host_leases where lease_until < $1")
+                .bind(now)
+                .execute(pool)
+                .await
+                .map(|done| done.rows_affected())
+        })?;
+        Ok(deleted)
+    }
+
     /// The leases held on `host` at `now` (for tests and the operator's curiosity).
     pub async fn host_leases(&self, host: &str, now: Timestamp) -> Result<u64, StoreError> {
         let (n,): (i64,) = dispatch!(self, |pool| {

@@ -106,6 +106,20 @@ async fn one_hosts_limits_hold_across_two_replicas(db: TestDb) {
         gaps.iter().all(|&gap| gap >= 100) && span >= floor,
         "starts closer than the interval: {gaps:?} ms, {span} ms in all (at least {floor})"
     );
+    // Every lease went back as its answer arrived (in the background, so soon after).
+    let mut held = u64::MAX;
+    for _ in 0..100 {
+        held = db
+            .store
+            .host_leases("127.0.0.1", chrono::Utc::now())
+            .await
+            .unwrap();
+        if held == 0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(held, 0, "leases left behind");
     a.stop().await;
     b.stop().await;
 }
