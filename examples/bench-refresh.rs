@@ -116,6 +116,9 @@ async fn main() -> anyhow::Result<()> {
         interval: Duration::ZERO,
         max_wait: Duration::from_secs(30),
     };
+    // BENCH_HOSTS_SHARED=off: each replica's own limits only, to see what the shared budget
+    // costs a fetch.
+    settings.hosts_shared = std::env::var("BENCH_HOSTS_SHARED").map_or(true, |v| v != "off");
     let app = App::build(settings.clone()).await?;
     let state = app.services.clone();
 

@@ -41,6 +41,8 @@ pub struct Settings {
     pub outbound: OutboundSettings,
     /// Politeness per host (`CARDGATE_HOST_*`).
     pub hosts: HostLimits,
+    /// Whether the host limits are kept in the database for every replica together.
+    pub hosts_shared: bool,
     pub discovery: DiscoverySettings,
     pub probe: ProbeSettings,
     pub worker: WorkerSettings,
@@ -67,6 +69,7 @@ impl Settings {
             auth: http::auth::AuthSettings::default(),
             outbound: OutboundSettings::default(),
             hosts: HostLimits::default(),
+            hosts_shared: true,
             discovery: DiscoverySettings::default(),
             probe: ProbeSettings::default(),
             worker: WorkerSettings::default(),
@@ -122,9 +125,12 @@ impl App {
         let secrets = SecretsKey::load_or_create(&settings.secrets_key_file)
             .context("loading the secrets key")?;
         let metrics = Metrics::new();
-        // Every replica keeps each host's budget in the database, so together they keep it.
-        let hosts = HostGate::new(settings.hosts, settings.outbound.request_timeout)
-            .with_shared(Arc::new(StoreHosts(store.clone())));
+        // Every replica keeps each host's budget in the database, so together they keep it
+        // (unless told it is the only one).
+        let mut hosts = HostGate::new(settings.hosts, settings.outbound.request_timeout);
+        if settings.hosts_shared {
+            hosts = hosts.with_shared(Arc::new(StoreHosts(store.clone())));
+        }
         let outbound = Outbound::new(settings.outbound.clone())
             .context("building the HTTP client")?
             .with_metrics(metrics.clone())

@@ -108,6 +108,12 @@ pub struct HostArgs {
     /// A host asking for longer defers the card refresh or probe to then instead.
     #[arg(long, env = "CARDGATE_HOST_MAX_WAIT_SECS", default_value_t = HostLimits::default().max_wait.as_secs())]
     pub host_max_wait_secs: u64,
+
+    /// Whether replicas keep the host limits together through the database (`on`: a lease
+    /// and a reserved start per request) or each its own (`off`: for a single replica, which
+    /// saves the database those statements).
+    #[arg(long, env = "CARDGATE_HOST_LIMITS_SHARED", value_enum, default_value_t = Switch::On, ignore_case = true)]
+    pub host_limits_shared: Switch,
 }
 
 impl HostArgs {
@@ -343,6 +349,7 @@ impl ServeArgs {
             },
             outbound: self.outbound.outbound()?,
             hosts: self.hosts.limits(),
+            hosts_shared: self.hosts.host_limits_shared == Switch::On,
             discovery: self.outbound.discovery(),
             probe: self.probe.settings()?,
             worker: WorkerSettings {
