@@ -111,11 +111,7 @@ async fn main() -> anyhow::Result<()> {
     // the politeness limits, which would measure the limit (10 starts a second by default)
     // rather than the registry. The shared per-host budget is still taken for every fetch.
     settings.schedule.refresh = schedule::Schedule::Off;
-    settings.hosts = cardgate::domain::politeness::HostLimits {
-        concurrency: 1024,
-        interval: Duration::ZERO,
-        max_wait: Duration::from_secs(30),
-    };
+    settings.hosts = cardgate::domain::politeness::HostLimits::loose(1024);
     // BENCH_HOSTS_SHARED=off: each replica's own limits only, to see what the shared budget
     // costs a fetch.
     settings.hosts_shared = std::env::var("BENCH_HOSTS_SHARED").map_or(true, |v| v != "off");

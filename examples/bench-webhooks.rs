@@ -91,11 +91,7 @@ async fn main() -> anyhow::Result<()> {
     settings.probe.public_url = Some(format!("{base}/").parse()?);
     // The agent is on loopback, one host to the politeness limits: what is measured here
     // starts at the ledger append, so the probes that cause the events need not be spaced.
-    settings.hosts = cardgate::domain::politeness::HostLimits {
-        concurrency: 64,
-        interval: Duration::ZERO,
-        max_wait: Duration::from_secs(30),
-    };
+    settings.hosts = cardgate::domain::politeness::HostLimits::loose(64);
     let app = App::build(settings).await?;
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     let server = tokio::spawn(app.serve(listener, async {

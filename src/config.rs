@@ -119,7 +119,8 @@ pub struct HostArgs {
 impl HostArgs {
     pub fn limits(&self) -> HostLimits {
         HostLimits {
-            concurrency: self.host_concurrency.max(1),
+            // HostGate holds it to at least one.
+            concurrency: self.host_concurrency,
             interval: Duration::from_millis(self.host_interval_ms),
             max_wait: Duration::from_secs(self.host_max_wait_secs),
         }

@@ -16,7 +16,7 @@ use std::future::Future;
 use std::net::IpAddr;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
@@ -50,8 +50,11 @@ pub trait SharedHosts: Send + Sync {
 /// How often a request asks again for a slot that another replica holds.
 const BUSY_POLL: Duration = Duration::from_millis(25);
 
-/// Hosts remembered in memory before idle ones are forgotten.
+/// Hosts (and host names) remembered in memory before idle ones are forgotten.
 const REMEMBERED: usize = 4096;
+
+/// How long a host name's address is taken as known, as a short DNS TTL would.
+pub const NAME_TTL: Duration = Duration::from_secs(60);
 
 /// One process's view of every host's budget, and the shared one if there is one.
 pub struct HostGate {
@@ -59,6 +62,9 @@ pub struct HostGate {
     /// How long a shared lease lasts if its holder never gives it back (a crash).
     lease_for: Duration,
     hosts: Mutex<HashMap<IpAddr, Arc<Host>>>,
+    /// Host names and the address each was last found at, so that the key of a request's turn
+    /// does not cost a DNS lookup per request.
+    names: Mutex<HashMap<String, (IpAddr, Instant)>>,
     shared: Option<Arc<dyn SharedHosts>>,
 }
 
@@ -120,6 +126,7 @@ impl HostGate {
             },
             lease_for,
             hosts: Mutex::new(HashMap::new()),
+            names: Mutex::new(HashMap::new()),
             shared: None,
         }
     }
@@ -130,8 +137,25 @@ impl HostGate {
         self
     }
 
-    pub fn limits(&self) -> &HostLimits {
-        &self.limits
+    /// The address `name` was found to be dialled at, if that was recently.
+    pub fn remembered(&self, name: &str) -> Option<IpAddr> {
+        let names = self.names.lock().unwrap_or_else(|e| e.into_inner());
+        names
+            .get(name)
+            .filter(|(_, at)| at.elapsed() < NAME_TTL)
+            .map(|(addr, _)| *addr)
+    }
+
+    /// Remembers the address `name` is dialled at, for [`NAME_TTL`].
+    pub fn remember(&self, name: &str, addr: IpAddr) {
+        let mut names = self.names.lock().unwrap_or_else(|e| e.into_inner());
+        if names.len() >= REMEMBERED && !names.contains_key(name) {
+            names.retain(|_, (_, at)| at.elapsed() < NAME_TTL);
+            if names.len() >= REMEMBERED {
+                names.clear();
+            }
+        }
+        names.insert(name.to_string(), (addr, Instant::now()));
     }
 
     fn host(&self, addr: IpAddr) -> Arc<Host> {
@@ -273,5 +297,24 @@ impl HostGate {
 async fn sleep_until(at: Timestamp) {
     if let Ok(wait) = (at - time::now()).to_std() {
         tokio::time::sleep(wait).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_host_names_address_is_remembered_and_the_table_stays_bounded() {
+        let gate = HostGate::new(HostLimits::default(), Duration::from_secs(60));
+        let addr: IpAddr = "192.0.2.7".parse().unwrap();
+        assert_eq!(gate.remembered("agent.example"), None);
+        gate.remember("agent.example", addr);
+        assert_eq!(gate.remembered("agent.example"), Some(addr));
+        for n in 0..REMEMBERED + 10 {
+            gate.remember(&format!("a{n}.example"), addr);
+        }
+        let names = gate.names.lock().unwrap().len();
+        assert!(names <= REMEMBERED, "{names} names remembered");
     }
 }

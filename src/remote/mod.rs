@@ -99,6 +99,14 @@ pub enum FetchError {
     Throttled { url: String, until: Timestamp },
 }
 
+/// Whether a request waits for its host's turn (module [`hosts`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Pacing {
+    Paced,
+    /// The operator's own webhook receivers, which the webhook sender paces by itself.
+    Unpaced,
+}
+
 /// Which redirects a fetch follows.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Redirects {
@@ -312,14 +320,20 @@ impl Outbound {
     }
 
     /// The address `url`'s host is dialled at, which its turn is kept by; `None` when it does
-    /// not resolve (the request then fails as it would have).
-    async fn host_addr(&self, url: &Url) -> Option<IpAddr> {
+    /// not resolve (the request then fails as it would have). Remembered by the gate for a
+    /// while, so that a request does not pay a DNS lookup of its own beside the connection's.
+    async fn host_addr(gate: &HostGate, policy: &NetworkPolicy, url: &Url) -> Option<IpAddr> {
         let host = url.host_str()?;
-        permitted_addresses(&self.policy, host)
+        if let Some(addr) = gate.remembered(host) {
+            return Some(addr);
+        }
+        let addr = permitted_addresses(policy, host)
             .await
             .ok()?
             .into_iter()
-            .min()
+            .min()?;
+        gate.remember(host, addr);
+        Some(addr)
     }
 
     /// Waits for a turn at `url`'s host: the permit (held until the answer's head) and the
@@ -331,7 +345,7 @@ impl Outbound {
         let Some(gate) = &self.hosts else {
             return Ok(None);
         };
-        let Some(addr) = self.host_addr(url).await else {
+        let Some(addr) = Self::host_addr(gate, &self.policy, url).await else {
             return Ok(None);
         };
         match gate.acquire(addr).await {
@@ -483,7 +497,10 @@ impl Outbound {
         let mut hops = 0;
         loop {
             let (response, backoff) = self
-                .send_paced(self.client.get(current.clone()).headers(headers.clone()))
+                .send_paced(
+                    self.client.get(current.clone()).headers(headers.clone()),
+                    Pacing::Paced,
+                )
                 .await?;
             if let Some(until) = backoff {
                 return Err(FetchError::Throttled {
@@ -540,7 +557,9 @@ impl Outbound {
         &self,
         request: reqwest::RequestBuilder,
     ) -> Result<reqwest::Response, FetchError> {
-        self.send_paced(request).await.map(|(response, _)| response)
+        self.send_paced(request, Pacing::Paced)
+            .await
+            .map(|(response, _)| response)
     }
 
     /// [`Self::send`] without waiting for a turn: for the operator's own webhook receivers,
@@ -549,25 +568,23 @@ impl Outbound {
         &self,
         request: reqwest::RequestBuilder,
     ) -> Result<reqwest::Response, FetchError> {
-        Self {
-            hosts: None,
-            ..self.clone()
-        }
-        .send(request)
-        .await
+        self.send_paced(request, Pacing::Unpaced)
+            .await
+            .map(|(response, _)| response)
     }
 
     /// Sends as [`Self::send`] does; with the back-off the answer asked for, if it did.
     async fn send_paced(
         &self,
         request: reqwest::RequestBuilder,
+        pacing: Pacing,
     ) -> Result<(reqwest::Response, Option<Timestamp>), FetchError> {
         let request = request.build().map_err(|e| FetchError::Transport {
             url: String::new(),
             reason: e.to_string(),
         })?;
         let url = request.url().clone();
-        let result = self.execute(&url, request).await;
+        let result = self.execute(&url, request, pacing).await;
         self.metrics.outbound(
             result
                 .as_ref()
@@ -580,9 +597,13 @@ impl Outbound {
         &self,
         url: &Url,
         request: reqwest::Request,
+        pacing: Pacing,
     ) -> Result<(reqwest::Response, Option<Timestamp>), FetchError> {
         self.check_url(url)?;
-        let turn = self.turn(url).await?;
+        let turn = match pacing {
+            Pacing::Paced => self.turn(url).await?,
+            Pacing::Unpaced => None,
+        };
         let response = self
             .client
             .execute(request)

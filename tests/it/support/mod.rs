@@ -219,11 +219,7 @@ pub fn test_settings(target: DatabaseTarget) -> Settings {
     settings.cards.probe_on_change = false;
     // Every test agent is on 127.0.0.1, one host to the registry: with the default limits the
     // suite's probes would queue behind each other. The politeness tests set their own.
-    settings.hosts = cardgate::domain::politeness::HostLimits {
-        concurrency: 64,
-        interval: std::time::Duration::ZERO,
-        max_wait: std::time::Duration::from_secs(30),
-    };
+    settings.hosts = cardgate::domain::politeness::HostLimits::loose(64);
     settings.schedule.refresh = cardgate::runtime::schedule::Schedule::Off;
     settings.schedule.reprobe = cardgate::runtime::schedule::Schedule::Off;
     settings
