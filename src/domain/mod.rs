@@ -26,4 +26,4 @@ pub mod secrets;
 pub(crate) mod signing;
 pub mod time;
 pub mod version;
-pub(crate) mod webhook;
+pub mod webhook;

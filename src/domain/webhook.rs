@@ -7,7 +7,9 @@
 //! holds the next one about its subject for at most [`RetryPolicy::hold_back`]; past it, the
 //! later ones go out, each naming the seq of the event before it for that subject in that
 //! subscription (`data.previous_seq`), so a receiver sees the gap and can fill it from the
-//! ledger, while the failed one keeps retrying until its window ends.
+//! ledger, while the failed one keeps retrying until its window ends. The sender takes a
+//! subject's chain of pending deliveries in one round and sends each once the one before it
+//! has succeeded ([`chains`], [`may_follow`]), so events appended together go out together.
 
 use std::collections::BTreeSet;
 use std::time::Duration;
@@ -347,6 +349,29 @@ pub fn signature(secrets: &[&str], id: &str, timestamp: i64, body: &[u8]) -> Str
         .join(" ")
 }
 
+/// A round's deliveries as chains: the indices of those with one key (a subscription and a
+/// subject), in the order given (the sender passes them in ledger order). Chains come in the
+/// order of their first delivery.
+pub fn chains<K: Ord>(keys: impl IntoIterator<Item = K>) -> Vec<Vec<usize>> {
+    let mut by_key: std::collections::BTreeMap<K, usize> = std::collections::BTreeMap::new();
+    let mut chains: Vec<Vec<usize>> = Vec::new();
+    for (index, key) in keys.into_iter().enumerate() {
+        let chain = *by_key.entry(key).or_insert_with(|| {
+            chains.push(Vec::new());
+            chains.len() - 1
+        });
+        chains[chain].push(index);
+    }
+    chains
+}
+
+/// Whether a claimed delivery may be attempted, given the seqs its chain delivered so far in
+/// this round: one that must wait for an earlier delivery goes only once that one succeeded
+/// here (not attempted, failed, or taken by another process: it is given back, unattempted).
+pub fn may_follow(waits_for: Option<i64>, delivered: &[i64]) -> bool {
+    waits_for.is_none_or(|seq| delivered.contains(&seq))
+}
+
 /// When a delivery is tried again, until when, and how long it may hold the next one.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RetryPolicy {
@@ -405,6 +430,28 @@ mod tests {
             br#"{"test": 2432232314}"#,
         );
         assert_eq!(signed, "v1,g0hM9SsE+OTPJTGt/tmIKtSyZlE3uFJELVlNIOLJ1OE=");
+    }
+
+    #[test]
+    fn chains_keep_the_order_within_a_key_and_never_mix_keys() {
+        let keys = [
+            ("s1", "a"),
+            ("s1", "b"),
+            ("s2", "a"),
+            ("s1", "a"),
+            ("s1", "b"),
+        ];
+        assert_eq!(chains(keys), vec![vec![0, 3], vec![1, 4], vec![2]]);
+        assert!(chains(Vec::<u8>::new()).is_empty());
+    }
+
+    #[test]
+    fn a_delivery_follows_only_what_succeeded_before_it() {
+        assert!(may_follow(None, &[]));
+        assert!(may_follow(Some(7), &[3, 7]));
+        // Its predecessor failed, was not claimed here, or has not gone yet.
+        assert!(!may_follow(Some(7), &[3]));
+        assert!(!may_follow(Some(7), &[]));
     }
 
     #[test]

@@ -18,7 +18,7 @@ use crate::domain::webhook::{
     self, Attempt, Delivery, DeliveryStatus, EventType, RetryPolicy, Subscription,
     SubscriptionStatus,
 };
-use crate::storage::{AttemptRecord, Store};
+use crate::storage::{AttemptRecord, Claimed, Store};
 use tokio::sync::Semaphore;
 
 /// How deliveries are sent.
@@ -253,7 +253,9 @@ pub async fn failing_count(services: &Services) -> Result<i64, ServiceError> {
 }
 
 /// Claims the due deliveries and attempts each once, concurrently (at most
-/// `host_concurrency` at a time to one receiver host); returns how many.
+/// `host_concurrency` at a time to one receiver host), except that the deliveries about one
+/// subject in one subscription go one after the other, each only once the one before it
+/// succeeded (one that cannot go is given back unattempted); returns how many were attempted.
 pub async fn deliver_due(services: &Services, owner: &str) -> Result<usize, ServiceError> {
     let now = services.now();
     // The lease outlives one attempt, so no other process takes a delivery still in flight.
@@ -274,12 +276,16 @@ pub async fn deliver_due(services: &Services, owner: &str) -> Result<usize, Serv
         )
         .await?;
     let attested = &attach_attestations(services, &mut claimed).await?;
-    let count = claimed.len();
     let claimed_in = started.elapsed();
     let mut hosts: HashMap<String, Arc<Semaphore>> = HashMap::new();
     let limit = services.webhooks.host_concurrency.max(1);
-    let attempts = claimed.iter().map(|(delivery, subscription)| {
-        let host = Url::parse(&subscription.url)
+    let chains = webhook::chains(
+        claimed
+            .iter()
+            .map(|c| (c.subscription.id, c.subject.as_str())),
+    );
+    let runs = chains.into_iter().map(|chain| {
+        let host = Url::parse(&claimed[chain[0]].subscription.url)
             .ok()
             .and_then(|u| u.host_str().map(str::to_string))
             .unwrap_or_default();
@@ -287,43 +293,67 @@ pub async fn deliver_due(services: &Services, owner: &str) -> Result<usize, Serv
             .entry(host)
             .or_insert_with(|| Arc::new(Semaphore::new(limit)))
             .clone();
+        let claimed = &claimed;
         async move {
-            let attempt = {
-                let _permit = gate.acquire().await;
-                send(services, delivery, subscription).await
-            };
-            let record = outcome(services, delivery, subscription, attempt).await;
-            // A body set at this first attempt is kept, so every retry sends the same bytes.
-            record.map(|r| AttemptRecord {
-                payload: attested
-                    .contains(&delivery.id)
-                    .then(|| delivery.payload.clone()),
-                ..r
-            })
+            let mut delivered = Vec::new();
+            let mut ended = Vec::with_capacity(chain.len());
+            for index in chain {
+                let Claimed {
+                    delivery,
+                    subscription,
+                    waits_for,
+                    ..
+                } = &claimed[index];
+                if !webhook::may_follow(*waits_for, &delivered) {
+                    ended.push((delivery.id, None));
+                    continue;
+                }
+                let attempt = {
+                    let _permit = gate.acquire().await;
+                    send(services, delivery, subscription).await
+                };
+                if matches!(attempt, Attempt::Delivered { .. }) {
+                    delivered.push(delivery.seq);
+                }
+                let record = outcome(services, delivery, subscription, attempt).await;
+                // A body set at this first attempt is kept, so every retry sends the same bytes.
+                let record = record.map(|r| AttemptRecord {
+                    payload: attested
+                        .contains(&delivery.id)
+                        .then(|| delivery.payload.clone()),
+                    ..r
+                });
+                ended.push((delivery.id, Some(record)));
+            }
+            ended
         }
     });
-    let mut records = Vec::with_capacity(count);
-    for (outcome, (delivery, _)) in futures::future::join_all(attempts)
-        .await
-        .into_iter()
-        .zip(&claimed)
-    {
-        records.push((delivery.id, outcome?));
+    let mut records = Vec::with_capacity(claimed.len());
+    let mut released = Vec::new();
+    for (id, record) in futures::future::join_all(runs).await.into_iter().flatten() {
+        match record {
+            Some(record) => records.push((id, record?)),
+            None => released.push(id),
+        }
     }
     let sent_in = started.elapsed() - claimed_in;
     // One write for the whole batch: on SQLite every write transaction is serialized.
-    services.store.finish_attempts(owner, &records).await?;
-    if count > 0 {
+    services
+        .store
+        .finish_attempts(owner, &records, &released)
+        .await?;
+    if !claimed.is_empty() {
         // Where a round's time goes (the latency benchmark reads these).
         tracing::debug!(
-            deliveries = count,
+            deliveries = records.len(),
+            released = released.len(),
             claim_ms = claimed_in.as_secs_f64() * 1e3,
             send_ms = sent_in.as_secs_f64() * 1e3,
             record_ms = (started.elapsed() - claimed_in - sent_in).as_secs_f64() * 1e3,
             "webhook round"
         );
     }
-    Ok(count)
+    Ok(records.len())
 }
 
 /// Tells the other subscriptions of every receiver that has now failed for the failing
@@ -351,7 +381,7 @@ pub async fn announce_failing(services: &Services) -> Result<usize, ServiceError
 /// before the sender was woken) as `data.attestation`; returns the deliveries whose body it set.
 async fn attach_attestations(
     services: &Services,
-    claimed: &mut [(Delivery, Subscription)],
+    claimed: &mut [Claimed],
 ) -> Result<std::collections::HashSet<crate::domain::ids::DeliveryId>, ServiceError> {
     let first = |d: &Delivery| {
         d.attempts == 0
@@ -362,8 +392,8 @@ async fn attach_attestations(
     };
     let seqs: Vec<i64> = claimed
         .iter()
-        .filter(|(d, _)| first(d))
-        .map(|(d, _)| d.seq)
+        .filter(|c| first(&c.delivery))
+        .map(|c| c.delivery.seq)
         .collect();
     let mut attested = std::collections::HashSet::new();
     if seqs.is_empty() {
@@ -376,7 +406,7 @@ async fn attach_attestations(
         .into_iter()
         .filter_map(|a| serde_json::to_value(&a.envelope).ok().map(|v| (a.seq, v)))
         .collect();
-    for (delivery, _) in claimed.iter_mut().filter(|(d, _)| first(d)) {
+    for Claimed { delivery, .. } in claimed.iter_mut().filter(|c| first(&c.delivery)) {
         let Some(envelope) = kept.get(&delivery.seq) else {
             continue;
         };

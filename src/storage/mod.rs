@@ -40,7 +40,7 @@ pub use merkle::CheckpointRecord;
 pub use probes::FinishedRun;
 pub use snapshots::RefreshRecord;
 pub use stats::Counts;
-pub use webhooks::AttemptRecord;
+pub use webhooks::{AttemptRecord, Claimed};
 
 static PG_MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("migrations/postgres");
 static SQLITE_MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("migrations/sqlite");

@@ -248,10 +248,13 @@ pub(crate) struct QueuedRow {
 impl_queue_deliveries!(sqlx::Postgres);
 impl_queue_deliveries!(sqlx::Sqlite);
 
-/// Ids of due deliveries: pending, of an active subscription, their time come, not leased, and
-/// either the earliest pending one of their (subscription, subject) or held back long enough
-/// (created before `$5`, the hold-back cutoff). A promotion's or demotion's first attempt also
-/// waits for its attestation to be kept, unless it was created before `$6`.
+/// Ids of due deliveries, earliest first: pending, of an active subscription, ready (their
+/// time come, not leased, and a promotion's or demotion's first attempt only once its
+/// attestation is kept or it was created before `$6`), and either past the hold-back (created
+/// before `$5`) or with every earlier pending delivery of their (subscription, subject) ready
+/// too. So a subject's chain of pending deliveries is claimed in one round (the sender sends
+/// each only after the one before it succeeded), and a delivery behind one that is waiting,
+/// leased elsewhere or failing is not claimed at all.
 macro_rules! due_deliveries {
     () => {
         "select d.id from deliveries d join subscriptions s on s.id = d.subscription_id \
@@ -261,8 +264,43 @@ macro_rules! due_deliveries {
          or d.created_at <= $6 or exists (select 1 from attestations a where a.seq = d.seq)) \
          and (d.created_at <= $5 or not exists (select 1 from deliveries e \
          where e.subject = d.subject and e.subscription_id = d.subscription_id \
-         and e.status = 'pending' and e.seq < d.seq)) order by d.next_attempt_at limit $2"
+         and e.status = 'pending' and e.seq < d.seq \
+         and (e.next_attempt_at > $1 or e.lease_until >= $1 \
+         or (e.attempts = 0 and e.event_type in ('subject.promoted', 'subject.demoted') \
+         and e.created_at > $6 and not exists (select 1 from attestations b where b.seq = e.seq))))) \
+         order by d.next_attempt_at, d.seq limit $2"
     };
+}
+
+/// What a claimed row returns besides its columns: its subject, and the delivery it must
+/// follow in this round (the latest earlier pending one of its (subscription, subject), none
+/// past the hold-back).
+macro_rules! claimed_extras {
+    () => {
+        ", subject, case when created_at <= $5 then null else (select max(e.seq) \
+         from deliveries e where e.subject = deliveries.subject \
+         and e.subscription_id = deliveries.subscription_id and e.status = 'pending' \
+         and e.seq < deliveries.seq) end as waits_for"
+    };
+}
+
+#[derive(sqlx::FromRow)]
+struct ClaimedRow {
+    #[sqlx(flatten)]
+    delivery: DeliveryRow,
+    subject: String,
+    waits_for: Option<i64>,
+}
+
+/// A delivery leased to this process, with what the sender needs to keep its chain's order.
+pub struct Claimed {
+    pub delivery: Delivery,
+    pub subscription: Subscription,
+    /// What its (subscription, subject) chain is keyed by.
+    pub subject: String,
+    /// The seq of the delivery it may only follow, once that one has succeeded in this same
+    /// round; `None` when nothing pending precedes it, or it is past the hold-back.
+    pub waits_for: Option<i64>,
 }
 
 /// How an attempt ended, as stored.
@@ -477,9 +515,10 @@ impl Store {
         row.try_into()
     }
 
-    /// Leases up to `limit` due deliveries to `owner` until `lease_until`: only the earliest
-    /// pending delivery of each subscription is due, so a later event never overtakes an
-    /// earlier one; a delivery leased to another process is skipped until its lease expires.
+    /// Leases up to `limit` due deliveries to `owner` until `lease_until` (see
+    /// `due_deliveries!`): a later event never overtakes an earlier one about the same subject
+    /// in the same subscription, except past the hold-back; a delivery leased to another
+    /// process is skipped until its lease expires, and so is every one behind it.
     /// Two statements whatever the batch: the lease, then the leased rows with their
     /// subscriptions (the owner and lease time name the batch).
     pub async fn claim_deliveries(
@@ -490,8 +529,8 @@ impl Store {
         attestation_cutoff: Timestamp,
         lease_until: Timestamp,
         limit: u32,
-    ) -> Result<Vec<(Delivery, Subscription)>, StoreError> {
-        let claimed: Vec<(DeliveryRow, SubscriptionRow)> = dispatch!(self, |pool| {
+    ) -> Result<Vec<Claimed>, StoreError> {
+        let claimed: Vec<(ClaimedRow, SubscriptionRow)> = dispatch!(self, |pool| {
             let mut tx = pool.begin_write().await?;
             // Replicas on Postgres skip each other's rows instead of waiting on them; an
             // SQLite write transaction already excludes every other writer.
@@ -500,17 +539,19 @@ impl Store {
                     "update deliveries set lease_owner = $3, lease_until = $4 where id in (",
                     due_deliveries!(),
                     " for update of d skip locked) returning ",
-                    delivery_columns!()
+                    delivery_columns!(),
+                    claimed_extras!()
                 )
             } else {
                 concat!(
                     "update deliveries set lease_owner = $3, lease_until = $4 where id in (",
                     due_deliveries!(),
                     ") returning ",
-                    delivery_columns!()
+                    delivery_columns!(),
+                    claimed_extras!()
                 )
             };
-            let mut deliveries: Vec<DeliveryRow> = sqlx::query_as(lease)
+            let mut deliveries: Vec<ClaimedRow> = sqlx::query_as(lease)
                 .bind(now)
                 .bind(i64::from(limit))
                 .bind(owner)
@@ -519,8 +560,11 @@ impl Store {
                 .bind(attestation_cutoff)
                 .fetch_all(&mut *tx)
                 .await?;
-            deliveries.sort_by_key(|d| d.seq);
-            let mut ids: Vec<Uuid> = deliveries.iter().map(|d| d.subscription_id).collect();
+            deliveries.sort_by_key(|d| d.delivery.seq);
+            let mut ids: Vec<Uuid> = deliveries
+                .iter()
+                .map(|d| d.delivery.subscription_id)
+                .collect();
             ids.sort_unstable();
             ids.dedup();
             let mut subscriptions: Vec<SubscriptionRow> = Vec::new();
@@ -539,35 +583,59 @@ impl Store {
             }
             tx.commit().await?;
             let mut claimed = Vec::with_capacity(deliveries.len());
-            for delivery in deliveries {
+            for row in deliveries {
                 let Some(subscription) = subscriptions
                     .iter()
-                    .find(|s| s.id == delivery.subscription_id)
+                    .find(|s| s.id == row.delivery.subscription_id)
                 else {
                     continue;
                 };
-                claimed.push((delivery, subscription.clone()));
+                claimed.push((row, subscription.clone()));
             }
             Ok::<_, StoreError>(claimed)
         })?;
         claimed
             .into_iter()
-            .map(|(d, s)| Ok((d.try_into()?, s.try_into()?)))
+            .map(|(row, s)| {
+                Ok(Claimed {
+                    delivery: row.delivery.try_into()?,
+                    subscription: s.try_into()?,
+                    subject: row.subject,
+                    waits_for: row.waits_for,
+                })
+            })
             .collect()
     }
 
     /// Records attempts, in one transaction, for the deliveries `owner` still holds the lease
-    /// of (a lost lease records nothing: whoever holds it now makes the attempt again).
+    /// of (a lost lease records nothing: whoever holds it now makes the attempt again), and
+    /// gives back the leases of `released`, claimed but not attempted (the delivery before
+    /// them did not succeed in the round), as they were.
     pub async fn finish_attempts(
         &self,
         owner: &str,
         attempts: &[(DeliveryId, AttemptRecord)],
+        released: &[DeliveryId],
     ) -> Result<(), StoreError> {
-        if attempts.is_empty() {
+        if attempts.is_empty() && released.is_empty() {
             return Ok(());
         }
         dispatch!(self, |pool| {
             let mut tx = pool.begin_write().await?;
+            for chunk in released.chunks(500) {
+                let mut update = sqlx::QueryBuilder::new(
+                    "update deliveries set lease_owner = null, lease_until = null \
+                     where lease_owner = ",
+                );
+                update.push_bind(owner);
+                update.push(" and id in (");
+                let mut ids = update.separated(", ");
+                for id in chunk {
+                    ids.push_bind(id.0);
+                }
+                update.push(")");
+                update.build().execute(&mut *tx).await?;
+            }
             tx.record(owner, attempts).await?;
             // A receiver is failing from its first failed attempt after a success until its
             // next success. Two statements for the whole batch, and a row is written only when

@@ -6,15 +6,17 @@ use cardgate::domain::callee::{Callee, CardUrl};
 use cardgate::domain::capability::Capability;
 use cardgate::domain::demotion::DemotionClass;
 use cardgate::domain::gate::{GateError, GateState, SubjectState};
+use cardgate::domain::ids::SubscriptionId;
 use cardgate::domain::ids::{CalleeId, ProbeRunId, ReportId, SnapshotId};
 use cardgate::domain::job::refresh_job;
 use cardgate::domain::ledger::{EventBody, NewEvent};
 use cardgate::domain::probe::RunStatus;
 use cardgate::domain::time::{self, Timestamp};
 use cardgate::domain::version::ProtocolVersion;
+use cardgate::domain::webhook::{self, DeliveryStatus, Subscription, SubscriptionStatus};
 use cardgate::service::ledger::verify;
 use cardgate::service::probe::probe_request;
-use cardgate::storage::RefreshRecord;
+use cardgate::storage::{AttemptRecord, RefreshRecord};
 use cardgate::storage::{Store, StoreError};
 
 use crate::support::{TestDb, on_both_backends};
@@ -31,6 +33,7 @@ on_both_backends!(
     probes_commit_with_the_refresh_that_calls_for_them,
     a_worker_that_lost_its_lease_finishes_nothing_and_appends_nothing,
     re_promotion_follows_ledger_order_whatever_the_clocks_say,
+    a_subjects_chain_of_deliveries_is_claimed_at_once_and_never_past_a_lease,
 );
 
 const V1: ProtocolVersion = ProtocolVersion::new(1, 0);
@@ -713,4 +716,124 @@ fn passing_judgement() -> cardgate::domain::probe::Judgement {
             extended_card: None,
         },
     }
+}
+
+fn subscription() -> Subscription {
+    Subscription {
+        id: SubscriptionId::new(),
+        url: "http://127.0.0.1:9/hook".into(),
+        callee_id: None,
+        events: None,
+        description: None,
+        secret: webhook::new_secret(),
+        previous_secret: None,
+        previous_until: None,
+        status: SubscriptionStatus::Active,
+        created_at: time::now(),
+        failing_since: None,
+    }
+}
+
+fn republished() -> EventBody {
+    EventBody::CardRepublished {
+        snapshot_id: SnapshotId::new(),
+        sha256: "00".repeat(32),
+    }
+}
+
+/// The sender's claim: a subject's pending deliveries come in one batch, each naming the one
+/// it must follow; one behind a delivery leased elsewhere is not claimed, and a delivery given
+/// back unattempted is claimable again, its attempts untouched.
+async fn a_subjects_chain_of_deliveries_is_claimed_at_once_and_never_past_a_lease(db: TestDb) {
+    let store = &db.store;
+    let backend = db.backend();
+    store.insert_subscription(&subscription()).await.unwrap();
+    let (one, other) = (
+        new_callee(store, "https://one.example").await,
+        new_callee(store, "https://other.example").await,
+    );
+    let t0 = time::now();
+    let mut seqs = Vec::new();
+    for body in [appeared(), republished(), republished()] {
+        let appended = store.append(&[event(&one, body)], t0).await.unwrap();
+        seqs.push(appended[0].0.seq);
+    }
+    store
+        .append(&[event(&other, appeared())], t0)
+        .await
+        .unwrap();
+    let now = time::now();
+    let (hold, attest, lease) = (
+        now - chrono::Duration::minutes(5),
+        now - chrono::Duration::seconds(2),
+        now + chrono::Duration::seconds(20),
+    );
+
+    // Owner a takes only the first of `one`'s chain; b then gets `other`'s news, and nothing
+    // of `one`: the rest of its chain is behind a delivery leased elsewhere.
+    let first = store
+        .claim_deliveries("a", now, hold, attest, lease, 1)
+        .await
+        .unwrap();
+    assert_eq!(first.len(), 1, "{backend}");
+    assert_eq!((first[0].delivery.seq, first[0].waits_for), (seqs[0], None));
+    let b = store
+        .claim_deliveries("b", now, hold, attest, lease, 100)
+        .await
+        .unwrap();
+    let b_seqs: Vec<i64> = b.iter().map(|c| c.delivery.seq).collect();
+    assert_eq!(b_seqs.len(), 1, "{backend}: {b_seqs:?}");
+    assert!(!seqs.contains(&b_seqs[0]), "{backend}: {b_seqs:?}");
+
+    // Given back unattempted, the head comes again with its whole chain, each naming the one
+    // before it.
+    store
+        .finish_attempts("a", &[], &[first[0].delivery.id])
+        .await
+        .unwrap();
+    let chain = store
+        .claim_deliveries("c", now, hold, attest, lease, 100)
+        .await
+        .unwrap();
+    let got: Vec<(i64, Option<i64>, i32)> = chain
+        .iter()
+        .map(|c| (c.delivery.seq, c.waits_for, c.delivery.attempts))
+        .collect();
+    assert_eq!(
+        got,
+        vec![
+            (seqs[0], None, 0),
+            (seqs[1], Some(seqs[0]), 0),
+            (seqs[2], Some(seqs[1]), 0)
+        ],
+        "{backend}"
+    );
+    assert!(chain.iter().all(|c| c.subject == chain[0].subject));
+
+    // The head delivered, the rest given back: the next claim starts at the second.
+    let delivered = AttemptRecord {
+        payload: None,
+        subscription: chain[0].subscription.id,
+        attempted_at: now,
+        status: DeliveryStatus::Delivered,
+        next_attempt_at: now,
+        status_code: Some(204),
+        error: None,
+        finished_at: Some(now),
+    };
+    let rest: Vec<_> = chain[1..].iter().map(|c| c.delivery.id).collect();
+    store
+        .finish_attempts("c", &[(chain[0].delivery.id, delivered)], &rest)
+        .await
+        .unwrap();
+    let next = store
+        .claim_deliveries("d", now, hold, attest, lease, 100)
+        .await
+        .unwrap();
+    let got: Vec<(i64, Option<i64>)> = next.iter().map(|c| (c.delivery.seq, c.waits_for)).collect();
+    assert_eq!(
+        got,
+        vec![(seqs[1], None), (seqs[2], Some(seqs[1]))],
+        "{backend}"
+    );
 }
