@@ -162,10 +162,10 @@ impl Credential {
                     return Err("`client_id` is empty".into());
                 }
                 header_safe("client_secret", client_secret)?;
-                if let Some(scopes) = scopes {
-                    if let Some(bad) = scopes.iter().find(|s| s.is_empty() || s.contains(' ')) {
-                        return Err(format!("scope `{bad}` is empty or contains a space"));
-                    }
+                if let Some(scopes) = scopes
+                    && let Some(bad) = scopes.iter().find(|s| s.is_empty() || s.contains(' '))
+                {
+                    return Err(format!("scope `{bad}` is empty or contains a space"));
                 }
                 if let Some(url) = token_url {
                     let parsed = url::Url::parse(url)

@@ -544,10 +544,8 @@ async fn call(s: Arc<Shared>, method: &str, params: &Value, v1: bool) -> Reply {
                 // A new task answers `submitted`; a follow-up answers `working` at once.
                 let follow_up = !params["message"]["taskId"].is_null();
                 let mut rest = updates.into_iter();
-                if follow_up {
-                    if let Some(u) = rest.next() {
-                        apply(&s, &task_id, &u, behaviour);
-                    }
+                if follow_up && let Some(u) = rest.next() {
+                    apply(&s, &task_id, &u, behaviour);
                 }
                 let rest: Vec<Update> = rest.collect();
                 let (s2, id2) = (s.clone(), task_id.clone());

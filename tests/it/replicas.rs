@@ -77,15 +77,14 @@ pub(crate) async fn spawn_replica_logging(
                 .collect();
             Some(url)
         });
-        if let Some(base) = bound {
-            if client
+        if let Some(base) = bound
+            && client
                 .get(format!("{base}/readyz"))
                 .send()
                 .await
                 .is_ok_and(|r| r.status() == 200)
-            {
-                return Replica { base, child };
-            }
+        {
+            return Replica { base, child };
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }

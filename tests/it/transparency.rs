@@ -624,11 +624,11 @@ async fn history(db: &TestDb) -> Tampered {
     for _ in 0..50 {
         let (status, page) = server.get("/v1/ledger/checkpoints").await;
         assert_eq!(status, 200, "{page}");
-        if let Some(last) = page["items"].as_array().and_then(|c| c.last()) {
-            if last["tree_size"] == before["tree_size"] {
-                recorded = last.clone();
-                break;
-            }
+        if let Some(last) = page["items"].as_array().and_then(|c| c.last())
+            && last["tree_size"] == before["tree_size"]
+        {
+            recorded = last.clone();
+            break;
         }
         tokio::time::sleep(std::time::Duration::from_millis(100)).await;
     }

@@ -285,19 +285,19 @@ fn map_legacy(
     uncovered: &mut Vec<String>,
 ) -> Result<Map<String, Value>, CanonicalError> {
     // supportsAuthenticatedExtendedCard → capabilities.extendedAgentCard (when truthy).
-    if let Some(flag) = card.remove("supportsAuthenticatedExtendedCard") {
-        if truthy(&flag) {
-            let caps = card
-                .entry("capabilities")
-                .or_insert_with(|| Value::Object(Map::new()));
-            let caps = caps
-                .as_object_mut()
-                .ok_or_else(|| CanonicalError::Model("capabilities is not an object".into()))?;
-            if caps.contains_key("extendedAgentCard") {
-                uncovered.push("supportsAuthenticatedExtendedCard".into());
-            } else {
-                caps.insert("extendedAgentCard".into(), Value::Bool(true));
-            }
+    if let Some(flag) = card.remove("supportsAuthenticatedExtendedCard")
+        && truthy(&flag)
+    {
+        let caps = card
+            .entry("capabilities")
+            .or_insert_with(|| Value::Object(Map::new()));
+        let caps = caps
+            .as_object_mut()
+            .ok_or_else(|| CanonicalError::Model("capabilities is not an object".into()))?;
+        if caps.contains_key("extendedAgentCard") {
+            uncovered.push("supportsAuthenticatedExtendedCard".into());
+        } else {
+            caps.insert("extendedAgentCard".into(), Value::Bool(true));
         }
     }
 
@@ -378,10 +378,10 @@ fn map_legacy(
                 }
             };
             obj.remove("type");
-            if wrapper == "apiKeySecurityScheme" {
-                if let Some(location) = obj.remove("in") {
-                    obj.insert("location".into(), location);
-                }
+            if wrapper == "apiKeySecurityScheme"
+                && let Some(location) = obj.remove("in")
+            {
+                obj.insert("location".into(), location);
             }
             let inner = std::mem::take(obj);
             obj.insert(wrapper.into(), Value::Object(inner));

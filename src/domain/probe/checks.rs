@@ -722,15 +722,15 @@ fn ids_consistent(obs: &Observations) -> Finding {
     for (role, ids) in &obs.tasks {
         for t in obs.transitions.iter().filter(|t| t.role == *role) {
             checked += 1;
-            if let (Some(expected), Some(got)) = (&ids.task_id, &t.task_id) {
-                if expected != got {
-                    mismatches.push(format!("{} has taskId {got}, not {expected}", t.label()));
-                }
+            if let (Some(expected), Some(got)) = (&ids.task_id, &t.task_id)
+                && expected != got
+            {
+                mismatches.push(format!("{} has taskId {got}, not {expected}", t.label()));
             }
-            if let (Some(expected), Some(got)) = (&ids.context_id, &t.context_id) {
-                if expected != got {
-                    mismatches.push(format!("{} has contextId {got}, not {expected}", t.label()));
-                }
+            if let (Some(expected), Some(got)) = (&ids.context_id, &t.context_id)
+                && expected != got
+            {
+                mismatches.push(format!("{} has contextId {got}, not {expected}", t.label()));
             }
         }
     }
@@ -1407,10 +1407,10 @@ fn verdict(findings: &[Finding], obs: &Observations) -> Verdict {
     }
     let mut triggers: Vec<(DemotionClass, String)> = Vec::new();
     for f in findings.iter().filter(|f| f.status == Fail) {
-        if let Some(class) = f.trigger {
-            if !triggers.iter().any(|(c, _)| *c == class) {
-                triggers.push((class, format!("{}: {}", f.code, f.message)));
-            }
+        if let Some(class) = f.trigger
+            && !triggers.iter().any(|(c, _)| *c == class)
+        {
+            triggers.push((class, format!("{}: {}", f.code, f.message)));
         }
     }
     let lifecycle = Rule::LIFECYCLE

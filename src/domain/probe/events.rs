@@ -111,10 +111,10 @@ pub fn classify(value: &Value) -> Result<Event, String> {
         ("artifactUpdate", "artifact-update"),
         ("message", "message"),
     ] {
-        if obj.len() == 1 {
-            if let Some(inner) = obj.get(key) {
-                return typed(inner, kind);
-            }
+        if obj.len() == 1
+            && let Some(inner) = obj.get(key)
+        {
+            return typed(inner, kind);
         }
     }
     if let Some(kind) = obj.get("kind").and_then(Value::as_str) {

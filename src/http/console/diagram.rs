@@ -36,26 +36,28 @@ pub fn marks(transitions: &[Transition], findings: &[Finding]) -> Vec<Marks> {
         .map(|t| {
             let key = (t.role, t.channel());
             let mut marks = Marks::new();
-            if let Some(codes) = codes(DemotionClass::Timestamp) {
-                if t.state.is_terminal() && t.parsed_timestamp.is_none() {
-                    marks.push(format!("terminal state without a valid timestamp ({codes})"));
-                }
+            if let Some(codes) = codes(DemotionClass::Timestamp)
+                && t.state.is_terminal()
+                && t.parsed_timestamp.is_none()
+            {
+                marks.push(format!(
+                    "terminal state without a valid timestamp ({codes})"
+                ));
             }
-            if let Some(codes) = codes(DemotionClass::Terminal) {
-                if terminal_seen.contains(&key) {
-                    marks.push(format!("after a terminal state on this channel ({codes})"));
-                }
+            if let Some(codes) = codes(DemotionClass::Terminal)
+                && terminal_seen.contains(&key)
+            {
+                marks.push(format!("after a terminal state on this channel ({codes})"));
             }
-            if let Some(codes) = codes(DemotionClass::History) {
-                if let Some(prev) = last.get(&key) {
-                    if let (Some(before), Some(now)) = (prev.history_len, t.history_len) {
-                        if prev.state != t.state && now <= before {
-                            marks.push(format!(
-                                "history did not grow across a state change: {before} → {now} ({codes})"
-                            ));
-                        }
-                    }
-                }
+            if let Some(codes) = codes(DemotionClass::History)
+                && let Some(prev) = last.get(&key)
+                && let (Some(before), Some(now)) = (prev.history_len, t.history_len)
+                && prev.state != t.state
+                && now <= before
+            {
+                marks.push(format!(
+                    "history did not grow across a state change: {before} → {now} ({codes})"
+                ));
             }
             if t.state.is_terminal() {
                 terminal_seen.insert(key);

@@ -308,10 +308,10 @@ fn see_other(to: &str, cookie: &str) -> Response {
 }
 
 async fn sign_out(Extension(guard): Extension<Arc<Guard>>, headers: HeaderMap) -> Response {
-    if let Some(id) = session_cookie(&headers) {
-        if let Err(e) = sessions::close(&guard.services.store, id).await {
-            return PageError::from(e).into_response();
-        }
+    if let Some(id) = session_cookie(&headers)
+        && let Err(e) = sessions::close(&guard.services.store, id).await
+    {
+        return PageError::from(e).into_response();
     }
     see_other(
         "/ui/sign-in",

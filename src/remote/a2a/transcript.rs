@@ -195,10 +195,10 @@ impl Transcript {
     pub fn redact(&mut self, call: u32, secret: &str) {
         let scrub = |v: &mut Value| {
             let text = v.to_string();
-            if text.contains(secret) {
-                if let Ok(clean) = serde_json::from_str(&text.replace(secret, "[redacted]")) {
-                    *v = clean;
-                }
+            if text.contains(secret)
+                && let Ok(clean) = serde_json::from_str(&text.replace(secret, "[redacted]"))
+            {
+                *v = clean;
             }
         };
         if let Some(ex) = self.exchange(call) {

@@ -71,10 +71,10 @@ impl<'a> Cycle<'a> {
         {
             self.push(target, inbox).await;
         }
-        if let Some(text) = &target.script.cancel_message {
-            if self.client.refused().is_none() {
-                self.cancel(text).await;
-            }
+        if let Some(text) = &target.script.cancel_message
+            && self.client.refused().is_none()
+        {
+            self.cancel(text).await;
         }
         self.obs
     }
@@ -407,10 +407,11 @@ impl<'a> Cycle<'a> {
                 return false;
             }
             // Keep a poll only when it shows something new.
-            if let (Some(prev), Some(new)) = (previous, self.obs.transitions.last()) {
-                if self.obs.transitions.len() > before && same_status(&prev, new) {
-                    self.obs.transitions.pop();
-                }
+            if let (Some(prev), Some(new)) = (previous, self.obs.transitions.last())
+                && self.obs.transitions.len() > before
+                && same_status(&prev, new)
+            {
+                self.obs.transitions.pop();
             }
         }
     }
