@@ -28,9 +28,15 @@ use cardgate::remote::NetworkPolicy;
 use chrono::{DateTime, Utc};
 use serde_json::{Value, json};
 
-type Arrivals = Arc<Mutex<Vec<(DateTime<Utc>, Value)>>>;
+/// The allocator the shipped binary uses (src/main.rs): what is measured is cardgate as it runs.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
-fn arrivals_of(log: &Arrivals) -> std::sync::MutexGuard<'_, Vec<(DateTime<Utc>, Value)>> {
+/// Each request's arrival time and body, parsed only after the run: the receiver does as little
+/// as a receiver elsewhere would cost this machine (nothing), so what is measured is cardgate.
+type Arrivals = Arc<Mutex<Vec<(DateTime<Utc>, Bytes)>>>;
+
+fn arrivals_of(log: &Arrivals) -> std::sync::MutexGuard<'_, Vec<(DateTime<Utc>, Bytes)>> {
     log.lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
@@ -63,9 +69,7 @@ async fn main() -> anyhow::Result<()> {
             "/hook",
             post(|State(log): State<Arrivals>, body: Bytes| async move {
                 let at = Utc::now();
-                if let Ok(payload) = serde_json::from_slice::<Value>(&body) {
-                    arrivals_of(&log).push((at, payload));
-                }
+                arrivals_of(&log).push((at, body));
                 "ok"
             }),
         )
@@ -92,6 +96,21 @@ async fn main() -> anyhow::Result<()> {
     // The agent is on loopback, one host to the politeness limits: what is measured here
     // starts at the ledger append, so the probes that cause the events need not be spaced.
     settings.hosts = cardgate::domain::politeness::HostLimits::loose(64);
+    // BENCH_WEBHOOK_ROUNDS compares sending rounds in flight (CARDGATE_WEBHOOK_ROUNDS).
+    if let Some(rounds) = std::env::var("BENCH_WEBHOOK_ROUNDS")
+        .ok()
+        .and_then(|n| n.parse().ok())
+    {
+        settings.webhooks.rounds = rounds;
+    }
+    // BENCH_WEBHOOK_HOST_CONCURRENCY: attempts in flight to the one receiver host
+    // (CARDGATE_WEBHOOK_HOST_CONCURRENCY, 16 by default).
+    if let Some(limit) = std::env::var("BENCH_WEBHOOK_HOST_CONCURRENCY")
+        .ok()
+        .and_then(|n| n.parse().ok())
+    {
+        settings.webhooks.host_concurrency = limit;
+    }
     let app = App::build(settings).await?;
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     let server = tokio::spawn(app.serve(listener, async {
@@ -130,7 +149,8 @@ async fn main() -> anyhow::Result<()> {
 
     let typed: Vec<(String, f64)> = arrivals_of(&arrivals)
         .iter()
-        .filter_map(|(at, payload)| {
+        .filter_map(|(at, body)| {
+            let payload: Value = serde_json::from_slice(body).ok()?;
             let recorded = payload["data"]["event"]["recorded_at"].as_str()?;
             let recorded: DateTime<Utc> = recorded.parse().ok()?;
             let ms = (*at - recorded).num_microseconds()? as f64 / 1000.0;

@@ -510,6 +510,11 @@ pub struct WebhookArgs {
           value_parser = clap::value_parser!(u32).range(1..=1024))]
     pub webhook_host_concurrency: u32,
 
+    /// Sending rounds in flight at once per process: while one sends, the next claims.
+    #[arg(long, env = "CARDGATE_WEBHOOK_ROUNDS", default_value_t = WebhookSettings::default().rounds as u32,
+          value_parser = clap::value_parser!(u32).range(1..=16))]
+    pub webhook_rounds: u32,
+
     /// How often due retries are looked for when nothing new happens, in milliseconds.
     #[arg(long, env = "CARDGATE_WEBHOOK_POLL_MS", default_value_t = WebhookSettings::default().poll.as_millis() as u64)]
     pub webhook_poll_ms: u64,
@@ -532,6 +537,7 @@ impl WebhookArgs {
             host_concurrency: self.webhook_host_concurrency.max(1) as usize,
             poll: Duration::from_millis(self.webhook_poll_ms.max(10)),
             failing_after: Duration::from_secs(self.webhook_failing_after_secs.max(1)),
+            rounds: self.webhook_rounds.max(1) as usize,
             ..WebhookSettings::default()
         }
     }

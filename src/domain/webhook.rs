@@ -178,10 +178,10 @@ impl Subscription {
     /// rotation overlaps.
     pub fn signing_secrets(&self, now: Timestamp) -> Vec<&str> {
         let mut secrets = vec![self.secret.as_str()];
-        if let (Some(previous), Some(until)) = (&self.previous_secret, self.previous_until) {
-            if now < until {
-                secrets.push(previous);
-            }
+        if let (Some(previous), Some(until)) = (&self.previous_secret, self.previous_until)
+            && now < until
+        {
+            secrets.push(previous);
         }
         secrets
     }
@@ -365,6 +365,27 @@ pub fn chains<K: Ord>(keys: impl IntoIterator<Item = K>) -> Vec<Vec<usize>> {
     chains
 }
 
+/// Whether a delivery's next attempt waits for its event's attestation: a promotion's or
+/// demotion's first, which carries it (`data.attestation`; the attestation is made right after
+/// the event commits, and the attempt goes without it past a short wait).
+pub fn awaits_attestation(delivery: &Delivery) -> bool {
+    delivery.attempts == 0
+        && matches!(
+            delivery.event_type,
+            EventType::SubjectPromoted | EventType::SubjectDemoted
+        )
+}
+
+/// `payload` with `envelope` as its `data.attestation`; `None` if `payload` is not a JSON
+/// object (it always is: the registry wrote it).
+pub fn with_attestation(payload: &str, envelope: &Value) -> Option<String> {
+    let mut body: Value = serde_json::from_str(payload).ok()?;
+    body.get_mut("data")?
+        .as_object_mut()?
+        .insert("attestation".into(), envelope.clone());
+    Some(body.to_string())
+}
+
 /// Whether a claimed delivery may be attempted, given the seqs its chain delivered so far in
 /// this round: one that must wait for an earlier delivery goes only once that one succeeded
 /// here (not attempted, failed, or taken by another process: it is given back, unattempted).
@@ -443,6 +464,20 @@ mod tests {
         ];
         assert_eq!(chains(keys), vec![vec![0, 3], vec![1, 4], vec![2]]);
         assert!(chains(Vec::<u8>::new()).is_empty());
+    }
+
+    #[test]
+    fn an_attestation_goes_into_the_data_of_the_body() {
+        let body = with_attestation(
+            r#"{"type":"t","data":{"event":{"seq":3}}}"#,
+            &json!({"x": 1}),
+        )
+        .unwrap();
+        let body: Value = serde_json::from_str(&body).unwrap();
+        assert_eq!(body["data"]["attestation"], json!({"x": 1}));
+        assert_eq!(body["data"]["event"]["seq"], 3);
+        assert!(with_attestation("not json", &json!({})).is_none());
+        assert!(with_attestation(r#"{"data":1}"#, &json!({})).is_none());
     }
 
     #[test]

@@ -3,10 +3,11 @@
 //! given up after the retry window, and a subscription disabled when its receiver answers 410
 //! Gone. Admins pause, resume and test subscriptions here.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
+use futures::FutureExt;
 use rand::Rng;
 use url::Url;
 
@@ -37,6 +38,8 @@ pub struct WebhookSettings {
     pub host_concurrency: usize,
     /// How long a receiver must have failed every attempt to be `failing`.
     pub failing_after: Duration,
+    /// Sending rounds in flight at once in one process: while one sends, the next claims.
+    pub rounds: usize,
 }
 
 impl Default for WebhookSettings {
@@ -49,6 +52,7 @@ impl Default for WebhookSettings {
             rotation_overlap: Duration::from_secs(24 * 3600),
             host_concurrency: 16,
             failing_after: Duration::from_secs(24 * 3600),
+            rounds: 2,
         }
     }
 }
@@ -252,11 +256,61 @@ pub async fn failing_count(services: &Services) -> Result<i64, ServiceError> {
         .await?)
 }
 
+/// What one process's sending rounds share: the name its leases carry, the gates that keep
+/// attempts to one receiver host within `host_concurrency` whatever round they belong to, and
+/// the signal that a round left due deliveries behind (its claim was full).
+pub struct Sender {
+    owner: String,
+    limit: usize,
+    gates: std::sync::Mutex<HashMap<String, Arc<Semaphore>>>,
+    /// Set when a claim came back full: another round may start at once.
+    pub more: tokio::sync::Notify,
+}
+
+/// Receiver hosts whose gate is kept while idle; past it, idle gates are dropped.
+const REMEMBERED_RECEIVERS: usize = 4096;
+
+impl Sender {
+    pub fn new(owner: String, settings: &WebhookSettings) -> Self {
+        Self {
+            owner,
+            limit: settings.host_concurrency.max(1),
+            gates: std::sync::Mutex::default(),
+            more: tokio::sync::Notify::new(),
+        }
+    }
+
+    pub fn owner(&self) -> &str {
+        &self.owner
+    }
+
+    /// The gate of the receiver host of `url`.
+    fn gate(&self, url: &str) -> Arc<Semaphore> {
+        let host = Url::parse(url)
+            .ok()
+            .and_then(|u| u.host_str().map(str::to_string))
+            .unwrap_or_default();
+        let mut gates = self
+            .gates
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if gates.len() >= REMEMBERED_RECEIVERS {
+            // Only gates nobody holds: one in use keeps counting its attempts.
+            gates.retain(|_, gate| Arc::strong_count(gate) > 1);
+        }
+        gates
+            .entry(host)
+            .or_insert_with(|| Arc::new(Semaphore::new(self.limit)))
+            .clone()
+    }
+}
+
 /// Claims the due deliveries and attempts each once, concurrently (at most
-/// `host_concurrency` at a time to one receiver host), except that the deliveries about one
-/// subject in one subscription go one after the other, each only once the one before it
-/// succeeded (one that cannot go is given back unattempted); returns how many were attempted.
-pub async fn deliver_due(services: &Services, owner: &str) -> Result<usize, ServiceError> {
+/// `host_concurrency` at a time to one receiver host, across this process's rounds), except
+/// that the deliveries about one subject in one subscription go one after the other, each
+/// only once the one before it succeeded (one that cannot go is given back unattempted);
+/// returns how many were attempted.
+pub async fn deliver_due(services: &Services, sender: &Sender) -> Result<usize, ServiceError> {
     let now = services.now();
     // The lease outlives one attempt, so no other process takes a delivery still in flight.
     let lease = chrono::Duration::from_std(services.webhooks.timeout * 2)
@@ -267,7 +321,7 @@ pub async fn deliver_due(services: &Services, owner: &str) -> Result<usize, Serv
     let mut claimed = services
         .store
         .claim_deliveries(
-            owner,
+            sender.owner(),
             now,
             now - hold_back,
             now - ATTESTATION_WAIT,
@@ -275,25 +329,94 @@ pub async fn deliver_due(services: &Services, owner: &str) -> Result<usize, Serv
             services.webhooks.batch,
         )
         .await?;
-    let attested = &attach_attestations(services, &mut claimed).await?;
+    if claimed.len() >= services.webhooks.batch as usize {
+        // More are due: the next round need not wait for this one to end.
+        sender.more.notify_one();
+    }
+    let attested = attach_attestations(services, &mut claimed).await?;
+    send_round(services, sender, claimed, &attested, None, started).await
+}
+
+/// Sends what this process's own appends handed over (leased to it as they were queued, see
+/// `Store::hand_deliveries_to`) as one round, without a claim; returns how many were attempted.
+/// A promotion's or demotion's first attempt waits in its chain (the report before it goes at
+/// once) for the attestation its event gets right after the commit, as a claimed one would.
+pub async fn deliver_handed_over(
+    services: &Services,
+    sender: &Sender,
+    handed: Vec<Claimed>,
+) -> Result<usize, ServiceError> {
+    let started = std::time::Instant::now();
+    let mut seqs: Vec<i64> = handed
+        .iter()
+        .filter(|c| webhook::awaits_attestation(&c.delivery))
+        .map(|c| c.delivery.seq)
+        .collect();
+    seqs.sort_unstable();
+    seqs.dedup();
+    let waiting = (!seqs.is_empty()).then(|| {
+        let until = started + ATTESTATION_WAIT.to_std().unwrap_or_default();
+        kept_attestations(services.clone(), seqs, until)
+            .boxed()
+            .shared()
+    });
+    let sent = send_round(services, sender, handed, &HashSet::new(), waiting, started).await;
+    // A delivery that waited for one of these can be claimed now.
+    sender.more.notify_one();
+    sent
+}
+
+/// The attestations kept for events `seqs` (envelopes as JSON, by seq), looked for until all
+/// are there or `until`.
+type Kept = futures::future::Shared<
+    futures::future::BoxFuture<'static, Arc<HashMap<i64, serde_json::Value>>>,
+>;
+
+async fn kept_attestations(
+    services: Services,
+    seqs: Vec<i64>,
+    until: std::time::Instant,
+) -> Arc<HashMap<i64, serde_json::Value>> {
+    /// The attestation is made a few milliseconds after the commit.
+    const POLL: Duration = Duration::from_millis(3);
+    loop {
+        let kept: HashMap<i64, serde_json::Value> =
+            match services.store.attestations_at(&seqs).await {
+                Ok(kept) => kept
+                    .into_iter()
+                    .filter_map(|a| serde_json::to_value(&a.envelope).ok().map(|v| (a.seq, v)))
+                    .collect(),
+                Err(e) => {
+                    tracing::warn!(error = %e, "reading attestations for webhook deliveries");
+                    HashMap::new()
+                }
+            };
+        if kept.len() >= seqs.len() || std::time::Instant::now() >= until {
+            return Arc::new(kept);
+        }
+        tokio::time::sleep(POLL).await;
+    }
+}
+
+/// Attempts `claimed` (leased to `sender`), each chain in order, and records the round.
+async fn send_round(
+    services: &Services,
+    sender: &Sender,
+    claimed: Vec<Claimed>,
+    attested: &HashSet<DeliveryId>,
+    waiting: Option<Kept>,
+    started: std::time::Instant,
+) -> Result<usize, ServiceError> {
+    let owner = sender.owner();
     let claimed_in = started.elapsed();
-    let mut hosts: HashMap<String, Arc<Semaphore>> = HashMap::new();
-    let limit = services.webhooks.host_concurrency.max(1);
     let chains = webhook::chains(
         claimed
             .iter()
             .map(|c| (c.subscription.id, c.subject.as_str())),
     );
     let runs = chains.into_iter().map(|chain| {
-        let host = Url::parse(&claimed[chain[0]].subscription.url)
-            .ok()
-            .and_then(|u| u.host_str().map(str::to_string))
-            .unwrap_or_default();
-        let gate = hosts
-            .entry(host)
-            .or_insert_with(|| Arc::new(Semaphore::new(limit)))
-            .clone();
-        let claimed = &claimed;
+        let gate = sender.gate(&claimed[chain[0]].subscription.url);
+        let (claimed, waiting) = (&claimed, waiting.clone());
         async move {
             let mut delivered = Vec::new();
             let mut ended = Vec::with_capacity(chain.len());
@@ -308,9 +431,24 @@ pub async fn deliver_due(services: &Services, owner: &str) -> Result<usize, Serv
                     ended.push((delivery.id, None));
                     continue;
                 }
+                // A handed-over promotion's or demotion's first attempt carries its attestation
+                // once it is kept (the deliveries before it in the chain did not wait for it).
+                let mut set_body = attested
+                    .contains(&delivery.id)
+                    .then(|| delivery.payload.clone());
+                if let Some(kept) = waiting
+                    .as_ref()
+                    .filter(|_| webhook::awaits_attestation(delivery))
+                {
+                    let kept = kept.clone().await;
+                    set_body = kept.get(&delivery.seq).and_then(|envelope| {
+                        webhook::with_attestation(&delivery.payload, envelope)
+                    });
+                }
+                let body = set_body.as_deref().unwrap_or(&delivery.payload);
                 let attempt = {
                     let _permit = gate.acquire().await;
-                    send(services, delivery, subscription).await
+                    post(services, subscription, &delivery.id.to_string(), body).await
                 };
                 if matches!(attempt, Attempt::Delivered { .. }) {
                     delivered.push(delivery.seq);
@@ -318,9 +456,7 @@ pub async fn deliver_due(services: &Services, owner: &str) -> Result<usize, Serv
                 let record = outcome(services, delivery, subscription, attempt).await;
                 // A body set at this first attempt is kept, so every retry sends the same bytes.
                 let record = record.map(|r| AttemptRecord {
-                    payload: attested
-                        .contains(&delivery.id)
-                        .then(|| delivery.payload.clone()),
+                    payload: set_body,
                     ..r
                 });
                 ended.push((delivery.id, Some(record)));
@@ -382,20 +518,13 @@ pub async fn announce_failing(services: &Services) -> Result<usize, ServiceError
 async fn attach_attestations(
     services: &Services,
     claimed: &mut [Claimed],
-) -> Result<std::collections::HashSet<crate::domain::ids::DeliveryId>, ServiceError> {
-    let first = |d: &Delivery| {
-        d.attempts == 0
-            && matches!(
-                d.event_type,
-                EventType::SubjectPromoted | EventType::SubjectDemoted
-            )
-    };
+) -> Result<HashSet<DeliveryId>, ServiceError> {
     let seqs: Vec<i64> = claimed
         .iter()
-        .filter(|c| first(&c.delivery))
+        .filter(|c| webhook::awaits_attestation(&c.delivery))
         .map(|c| c.delivery.seq)
         .collect();
-    let mut attested = std::collections::HashSet::new();
+    let mut attested = HashSet::new();
     if seqs.is_empty() {
         return Ok(attested);
     }
@@ -406,29 +535,20 @@ async fn attach_attestations(
         .into_iter()
         .filter_map(|a| serde_json::to_value(&a.envelope).ok().map(|v| (a.seq, v)))
         .collect();
-    for Claimed { delivery, .. } in claimed.iter_mut().filter(|c| first(&c.delivery)) {
-        let Some(envelope) = kept.get(&delivery.seq) else {
+    for Claimed { delivery, .. } in claimed
+        .iter_mut()
+        .filter(|c| webhook::awaits_attestation(&c.delivery))
+    {
+        let Some(body) = kept
+            .get(&delivery.seq)
+            .and_then(|envelope| webhook::with_attestation(&delivery.payload, envelope))
+        else {
             continue;
         };
-        let Ok(mut body) = serde_json::from_str::<serde_json::Value>(&delivery.payload) else {
-            continue;
-        };
-        body["data"]["attestation"] = envelope.clone();
-        delivery.payload = body.to_string();
+        delivery.payload = body;
         attested.insert(delivery.id);
     }
     Ok(attested)
-}
-
-/// One attempt of a delivery.
-async fn send(services: &Services, delivery: &Delivery, subscription: &Subscription) -> Attempt {
-    post(
-        services,
-        subscription,
-        &delivery.id.to_string(),
-        &delivery.payload,
-    )
-    .await
 }
 
 /// The signed POST of `body` as message `id`, and how it ended.

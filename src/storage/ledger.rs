@@ -11,7 +11,7 @@ use super::callees::{SubjectRow, subject_columns};
 use super::changes::{Changed, RecordChange};
 use super::lock::LockLedger;
 use super::merkle::GrowTree;
-use super::webhooks::QueueDeliveries;
+use super::webhooks::{Claimed, Lessee, QueueDeliveries};
 use super::{BeginWrite, Store, StoreError, dispatch};
 use crate::domain::gate::Subject;
 use crate::domain::ids::CalleeId;
@@ -56,15 +56,27 @@ macro_rules! event_columns {
     };
 }
 
+/// What an append wrote: the events sealed, each with its subject after it, and the deliveries
+/// it leased to this process's sender (to hand over after the commit).
+#[derive(Default)]
+pub(crate) struct Appended {
+    pub events: Vec<(EventRecord, Subject)>,
+    pub leased: Vec<Claimed>,
+}
+
 /// Appending inside an open write transaction, shared by every operation that writes events.
 pub(crate) trait AppendEvents: LockLedger {
     /// Appends `events` in order at `now`, updating each subject's folded state. Fails (and the
     /// caller's transaction must roll back) if the gate rules refuse any event.
+    /// Deliveries the events queue go to `lessee` at once where they can (see
+    /// [`super::webhooks::Handoff`]): returned as `leased`, for the caller to hand over once it
+    /// has committed.
     async fn append_events(
         &mut self,
         events: &[NewEvent],
         now: Timestamp,
-    ) -> Result<Vec<(EventRecord, Subject)>, StoreError>;
+        lessee: Option<&Lessee>,
+    ) -> Result<Appended, StoreError>;
 
     /// The stored subject of `event`, if it has one.
     async fn subject_of(&mut self, event: &NewEvent) -> Result<Option<Subject>, StoreError>;
@@ -83,9 +95,10 @@ macro_rules! impl_append_events {
                 &mut self,
                 events: &[NewEvent],
                 now: Timestamp,
-            ) -> Result<Vec<(EventRecord, Subject)>, StoreError> {
+                lessee: Option<&Lessee>,
+            ) -> Result<Appended, StoreError> {
                 if events.is_empty() {
-                    return Ok(Vec::new());
+                    return Ok(Appended::default());
                 }
                 self.lock_ledger().await?;
                 let head: Option<(i64, String)> =
@@ -110,8 +123,11 @@ macro_rules! impl_append_events {
                 let records: Vec<EventRecord> = appended.iter().map(|(r, _)| r.clone()).collect();
                 self.grow_tree(&records).await?;
                 // The outbox: what subscribers are told commits with what happened, or not at all.
-                self.queue_deliveries(&appended, now).await?;
-                Ok(appended)
+                let leased = self.queue_deliveries(&appended, now, lessee).await?;
+                Ok(Appended {
+                    events: appended,
+                    leased,
+                })
             }
 
             async fn subject_of(
@@ -196,12 +212,18 @@ impl Store {
     ) -> Result<Vec<(EventRecord, Subject)>, StoreError> {
         dispatch!(self, |pool| {
             let mut tx = pool.begin_write().await?;
-            let appended = tx.append_events(events, now).await?;
+            let Appended {
+                events: appended,
+                leased,
+            } = tx
+                .append_events(events, now, self.lessee(now).as_ref())
+                .await?;
             let callees: BTreeSet<CalleeId> = events.iter().map(|e| e.callee_id).collect();
             for callee in callees {
                 tx.record_change(Changed::Callee(callee), now).await?;
             }
             tx.commit().await?;
+            self.hand_off(leased);
             Ok(appended)
         })
     }

@@ -8,6 +8,7 @@
 
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
@@ -237,6 +238,9 @@ impl std::fmt::Display for Backend {
 #[derive(Clone)]
 pub struct Store {
     db: Db,
+    /// Where this process's webhook sender takes the deliveries its appends queue, once it
+    /// has asked for them ([`Store::hand_deliveries_to`]).
+    handoff: Arc<OnceLock<webhooks::Handoff>>,
 }
 
 /// Runs `$body` with `$pool` bound to the store's pool, once per backend. The body is written
@@ -307,7 +311,10 @@ impl Store {
             }
             DatabaseTarget::Sqlite(path) => Db::Sqlite(open_sqlite(path, settings).await?),
         };
-        Ok(Self { db })
+        Ok(Self {
+            db,
+            handoff: Arc::default(),
+        })
     }
 
     /// Applies the embedded migrations for this backend.

@@ -506,7 +506,12 @@ impl Store {
             if let Some((job, owner)) = job {
                 tx.finish_leased(job, owner, now).await?;
             }
-            let appended = tx.append_events(&events, now).await?;
+            let super::ledger::Appended {
+                events: appended,
+                leased,
+            } = tx
+                .append_events(&events, now, self.lessee(now).as_ref())
+                .await?;
             let seqs: Vec<i64> = appended.iter().map(|(e, _)| e.seq).collect();
             let updated = sqlx::query(
                 "update probe_runs set status = 'finished', finished_at = $2, ledger_seqs = $3 \
@@ -529,6 +534,7 @@ impl Store {
             tx.record_change(Changed::Callee(run.callee_id), now)
                 .await?;
             tx.commit().await?;
+            self.hand_off(leased);
             Ok(appended)
         })
     }

@@ -104,12 +104,18 @@ impl Store {
             .bind(stored.created_at)
             .execute(&mut *tx)
             .await?;
-            let appended = tx.append_events(&events, now).await?;
+            let super::ledger::Appended {
+                events: appended,
+                leased,
+            } = tx
+                .append_events(&events, now, self.lessee(now).as_ref())
+                .await?;
             if !appended.is_empty() {
                 tx.record_change(Changed::Callee(stored.callee_id), now)
                     .await?;
             }
             tx.commit().await?;
+            self.hand_off(leased);
             Ok((stored, appended))
         })
     }

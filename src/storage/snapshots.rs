@@ -65,12 +65,18 @@ impl Store {
             .bind(snapshot.fetched_at)
             .execute(&mut *tx)
             .await?;
-            let appended = tx.append_events(events, now).await?;
+            let super::ledger::Appended {
+                events: appended,
+                leased,
+            } = tx
+                .append_events(events, now, self.lessee(now).as_ref())
+                .await?;
             for (run, job) in probes {
                 tx.queue_probe(run, job).await?;
             }
             tx.record_change(Changed::Callee(callee.id), now).await?;
             tx.commit().await?;
+            self.hand_off(leased);
             Ok(appended)
         })
     }
@@ -120,7 +126,12 @@ impl Store {
             if let Some(snapshot) = snapshot {
                 insert_snapshot_query(snapshot).execute(&mut *tx).await?;
             }
-            let appended = tx.append_events(events, now).await?;
+            let super::ledger::Appended {
+                events: appended,
+                leased,
+            } = tx
+                .append_events(events, now, self.lessee(now).as_ref())
+                .await?;
             for (run, probe) in probes {
                 tx.queue_probe(run, probe).await?;
             }
@@ -133,6 +144,7 @@ impl Store {
                 tx.record_change(Changed::Callee(callee_id), now).await?;
             }
             tx.commit().await?;
+            self.hand_off(leased);
             Ok(appended)
         })
     }

@@ -120,18 +120,77 @@ macro_rules! delivery_columns {
     };
 }
 
+/// Where one process's webhook sender takes the deliveries its own appends queue: they are
+/// inserted already leased to it, and handed over once their transaction commits, so the
+/// common case (news for receivers with nothing pending) costs no claim at all. A delivery
+/// behind one still pending about its subject in its subscription is not handed over: it is
+/// claimed in its turn, as before.
+pub(crate) struct Handoff {
+    owner: String,
+    lease: chrono::Duration,
+    to: tokio::sync::mpsc::Sender<Vec<Claimed>>,
+}
+
+/// The lease a queued delivery is inserted under when it is handed over.
+pub(crate) struct Lessee {
+    owner: String,
+    until: Timestamp,
+}
+
+impl Store {
+    /// Makes this process's appends hand the deliveries they can to `owner`, leased for
+    /// `lease`; the batches arrive on the returned channel after their commits. `None` if a
+    /// sender took them already.
+    pub fn hand_deliveries_to(
+        &self,
+        owner: &str,
+        lease: std::time::Duration,
+    ) -> Option<tokio::sync::mpsc::Receiver<Vec<Claimed>>> {
+        /// Batches (one per append) waiting for the sender: past it, they are left to lapse
+        /// and be claimed, rather than queue without bound in memory.
+        const WAITING: usize = 256;
+        let (to, from) = tokio::sync::mpsc::channel(WAITING);
+        let handoff = Handoff {
+            owner: owner.to_string(),
+            lease: chrono::Duration::from_std(lease).unwrap_or(chrono::Duration::seconds(60)),
+            to,
+        };
+        self.handoff.set(handoff).ok().map(|()| from)
+    }
+
+    /// The lease an append at `now` queues its handed-over deliveries under, if a sender
+    /// takes them.
+    pub(crate) fn lessee(&self, now: Timestamp) -> Option<Lessee> {
+        self.handoff.get().map(|h| Lessee {
+            owner: h.owner.clone(),
+            until: now + h.lease,
+        })
+    }
+
+    /// Gives the sender what a committed append leased to it. A sender that is gone or full
+    /// leaves them to lapse and be claimed.
+    pub(crate) fn hand_off(&self, leased: Vec<Claimed>) {
+        if leased.is_empty() {
+            return;
+        }
+        if let Some(handoff) = self.handoff.get()
+            && let Err(e) = handoff.to.try_send(leased)
+        {
+            tracing::debug!(error = %e, "webhook deliveries left to be claimed");
+        }
+    }
+}
+
 /// Queueing deliveries inside the transaction that appends the events they announce.
 pub(crate) trait QueueDeliveries {
-    /// One pending delivery per (event, subscription that wants it).
+    /// One pending delivery per (event, subscription that wants it); those `lessee` can send
+    /// at once are leased to it, and returned.
     async fn queue_deliveries(
         &mut self,
         appended: &[(EventRecord, Subject)],
         now: Timestamp,
-    ) -> Result<(), StoreError>;
-
-    /// Inserts `rows` as pending deliveries, due `now`.
-    async fn insert_queued(&mut self, rows: &[QueuedRow], now: Timestamp)
-    -> Result<(), StoreError>;
+        lessee: Option<&Lessee>,
+    ) -> Result<Vec<Claimed>, StoreError>;
 }
 
 macro_rules! impl_queue_deliveries {
@@ -141,13 +200,14 @@ macro_rules! impl_queue_deliveries {
                 &mut self,
                 appended: &[(EventRecord, Subject)],
                 now: Timestamp,
-            ) -> Result<(), StoreError> {
+                lessee: Option<&Lessee>,
+            ) -> Result<Vec<Claimed>, StoreError> {
                 let announced: Vec<_> = appended
                     .iter()
                     .filter_map(|(e, s)| EventType::of_kind(&e.kind).map(|t| (t, e, s)))
                     .collect();
                 if announced.is_empty() {
-                    return Ok(());
+                    return Ok(Vec::new());
                 }
                 let rows: Vec<SubscriptionRow> = sqlx::query_as(concat!(
                     "select ",
@@ -161,88 +221,222 @@ macro_rules! impl_queue_deliveries {
                     .map(Subscription::try_from)
                     .collect::<Result<Vec<_>, _>>()?;
                 // The newest delivery so far per (subscription, subject): each new one names
-                // it as its `previous_seq`.
+                // it as its `previous_seq`. And whether any is still pending: then the new ones
+                // wait their turn, and are claimed, not handed over.
                 let mut previous: BTreeMap<(Uuid, String), i64> = BTreeMap::new();
+                let mut open: BTreeMap<(Uuid, String), bool> = BTreeMap::new();
                 let subjects: std::collections::BTreeSet<String> = announced
                     .iter()
                     .map(|(_, e, _)| webhook::subject_key(e.callee_id, &e.protocol_version))
                     .collect();
                 for subject in subjects {
-                    let newest: Vec<(Uuid, i64)> = sqlx::query_as(
-                        "select subscription_id, max(seq) from deliveries where subject = $1 \
-                         group by subscription_id",
+                    let newest: Vec<(Uuid, i64, i64)> = sqlx::query_as(
+                        "select subscription_id, max(seq), \
+                         sum(case when status = 'pending' then 1 else 0 end) \
+                         from deliveries where subject = $1 group by subscription_id",
                     )
                     .bind(&subject)
                     .fetch_all(&mut **self)
                     .await?;
-                    for (sub, seq) in newest {
+                    for (sub, seq, pending) in newest {
                         previous.insert((sub, subject.clone()), seq);
+                        open.insert((sub, subject.clone()), pending == 0);
                     }
                 }
                 let mut rows: Vec<QueuedRow> = Vec::new();
+                let mut leased: Vec<Claimed> = Vec::new();
+                // The last seq queued per chain by this append: what a handed-over delivery
+                // follows (in an open chain, nothing from before it is pending).
+                let mut in_append: BTreeMap<(Uuid, String), i64> = BTreeMap::new();
                 for (kind, event, subject) in announced {
                     let key = webhook::subject_key(event.callee_id, &event.protocol_version);
                     for sub in subscriptions
                         .iter()
                         .filter(|s| s.wants(event.callee_id, kind))
                     {
-                        let before = previous.insert((sub.id.0, key.clone()), event.seq);
+                        let chain = (sub.id.0, key.clone());
+                        let before = previous.insert(chain.clone(), event.seq);
+                        let follows = in_append.insert(chain.clone(), event.seq);
                         let body = webhook::payload(kind, event, subject, before).to_string();
-                        rows.push(QueuedRow {
+                        // Handed over while its chain is open: nothing pending before it, and
+                        // every earlier one of this append handed over too.
+                        let chain_open = open.entry(chain).or_insert(true);
+                        *chain_open &= lessee.is_some() && sub.status == SubscriptionStatus::Active;
+                        let row = QueuedRow {
+                            id: DeliveryId::new(),
                             subscription: sub.id,
                             seq: event.seq,
                             kind,
                             subject: key.clone(),
                             previous_seq: before,
                             body,
-                        });
+                            leased: *chain_open,
+                        };
+                        if row.leased {
+                            leased.push(row.handed_over(sub, follows, now));
+                        }
+                        rows.push(row);
                     }
                 }
-                self.insert_queued(&rows, now).await
-            }
-
-            async fn insert_queued(
-                &mut self,
-                rows: &[QueuedRow],
-                now: Timestamp,
-            ) -> Result<(), StoreError> {
-                // Many rows per statement: an event for a thousand subscribers is a few round
-                // trips inside the ledger's transaction, not a thousand (11 binds a row keeps a
-                // chunk within SQLite's 32,766).
-                for chunk in rows.chunks(1000) {
-                    let mut insert = sqlx::QueryBuilder::<$db>::new(
-                        "insert into deliveries (id, subscription_id, seq, event_type, payload, \
-                         status, attempts, next_attempt_at, created_at, subject, previous_seq) ",
-                    );
-                    insert.push_values(chunk, |mut row, queued| {
-                        row.push_bind(DeliveryId::new().0)
-                            .push_bind(queued.subscription.0)
-                            .push_bind(queued.seq)
-                            .push_bind(queued.kind.as_str())
-                            .push_bind(queued.body.clone())
-                            .push_bind(DeliveryStatus::Pending.as_str())
-                            .push_bind(0i32)
-                            .push_bind(now)
-                            .push_bind(now)
-                            .push_bind(queued.subject.clone())
-                            .push_bind(queued.previous_seq);
-                    });
-                    insert.build().execute(&mut **self).await?;
-                }
-                Ok(())
+                self.insert_queued(&rows, now, lessee).await?;
+                Ok(leased)
             }
         }
     };
 }
 
+/// Inserting queued deliveries: many rows per statement on SQLite (in process, an event for a
+/// thousand subscribers is a few statements),
+/// arrays on Postgres, where one statement's text is the same whatever the rows (a VALUES
+/// list of 200 rows took 91 ms to prepare and run inside the ledger's transaction, holding
+/// its lock; the arrays take a few ms).
+pub(crate) trait InsertQueued {
+    /// Inserts `rows` as pending deliveries, due `now`; the ones marked leased under
+    /// `lessee`'s lease.
+    async fn insert_queued(
+        &mut self,
+        rows: &[QueuedRow],
+        now: Timestamp,
+        lessee: Option<&Lessee>,
+    ) -> Result<(), StoreError>;
+}
+
+/// A row's lease as inserted.
+fn lease_of<'a>(
+    row: &QueuedRow,
+    lessee: Option<&'a Lessee>,
+) -> (Option<&'a str>, Option<Timestamp>) {
+    match lessee {
+        Some(l) if row.leased => (Some(l.owner.as_str()), Some(l.until)),
+        _ => (None, None),
+    }
+}
+
+impl InsertQueued for sqlx::Transaction<'static, sqlx::Sqlite> {
+    async fn insert_queued(
+        &mut self,
+        rows: &[QueuedRow],
+        now: Timestamp,
+        lessee: Option<&Lessee>,
+    ) -> Result<(), StoreError> {
+        // 13 binds a row keeps a chunk within SQLite's 32,766.
+        for chunk in rows.chunks(1000) {
+            let mut insert = sqlx::QueryBuilder::<sqlx::Sqlite>::new(
+                "insert into deliveries (id, subscription_id, seq, event_type, payload, \
+                 status, attempts, next_attempt_at, created_at, subject, previous_seq, \
+                 lease_owner, lease_until) ",
+            );
+            insert.push_values(chunk, |mut row, queued| {
+                let (owner, until) = lease_of(queued, lessee);
+                row.push_bind(queued.id.0)
+                    .push_bind(queued.subscription.0)
+                    .push_bind(queued.seq)
+                    .push_bind(queued.kind.as_str())
+                    .push_bind(queued.body.clone())
+                    .push_bind(DeliveryStatus::Pending.as_str())
+                    .push_bind(0i32)
+                    .push_bind(now)
+                    .push_bind(now)
+                    .push_bind(queued.subject.clone())
+                    .push_bind(queued.previous_seq)
+                    .push_bind(owner.map(str::to_string))
+                    .push_bind(until);
+            });
+            insert.build().execute(&mut **self).await?;
+        }
+        Ok(())
+    }
+}
+
+impl InsertQueued for sqlx::Transaction<'static, sqlx::Postgres> {
+    async fn insert_queued(
+        &mut self,
+        rows: &[QueuedRow],
+        now: Timestamp,
+        lessee: Option<&Lessee>,
+    ) -> Result<(), StoreError> {
+        if rows.is_empty() {
+            return Ok(());
+        }
+        let ids: Vec<Uuid> = rows.iter().map(|r| r.id.0).collect();
+        let (owners, untils): (Vec<Option<&str>>, Vec<Option<Timestamp>>) =
+            rows.iter().map(|r| lease_of(r, lessee)).unzip();
+        let subscriptions: Vec<Uuid> = rows.iter().map(|r| r.subscription.0).collect();
+        let seqs: Vec<i64> = rows.iter().map(|r| r.seq).collect();
+        let kinds: Vec<&str> = rows.iter().map(|r| r.kind.as_str()).collect();
+        let bodies: Vec<&str> = rows.iter().map(|r| r.body.as_str()).collect();
+        let subjects: Vec<&str> = rows.iter().map(|r| r.subject.as_str()).collect();
+        let previous: Vec<Option<i64>> = rows.iter().map(|r| r.previous_seq).collect();
+        sqlx::query(
+            "insert into deliveries (id, subscription_id, seq, event_type, payload, status, \
+             attempts, next_attempt_at, created_at, subject, previous_seq, lease_owner, \
+             lease_until) \
+             select id, subscription_id, seq, event_type, payload, 'pending', 0, $8, $8, \
+             subject, previous_seq, lease_owner, lease_until from unnest($1::uuid[], \
+             $2::uuid[], $3::int8[], $4::text[], $5::text[], $6::text[], $7::int8[], \
+             $9::text[], $10::timestamptz[]) \
+             as v(id, subscription_id, seq, event_type, payload, subject, previous_seq, \
+             lease_owner, lease_until)",
+        )
+        .bind(ids)
+        .bind(subscriptions)
+        .bind(seqs)
+        .bind(kinds)
+        .bind(bodies)
+        .bind(subjects)
+        .bind(previous)
+        .bind(now)
+        .bind(owners)
+        .bind(untils)
+        .execute(&mut **self)
+        .await?;
+        Ok(())
+    }
+}
+
 /// One delivery as queued.
 pub(crate) struct QueuedRow {
+    id: DeliveryId,
     subscription: SubscriptionId,
     seq: i64,
     kind: EventType,
     subject: String,
     previous_seq: Option<i64>,
     body: String,
+    /// Inserted leased to the appending process's sender, and handed to it.
+    leased: bool,
+}
+
+impl QueuedRow {
+    /// The claimed delivery this row is to the sender it is handed to; it follows `follows`,
+    /// the delivery before it about its subject in its subscription queued by the same append
+    /// (a chain with one pending from before is not handed over at all).
+    fn handed_over(
+        &self,
+        subscription: &Subscription,
+        follows: Option<i64>,
+        now: Timestamp,
+    ) -> Claimed {
+        Claimed {
+            delivery: Delivery {
+                id: self.id,
+                subscription_id: self.subscription,
+                seq: self.seq,
+                event_type: self.kind,
+                payload: self.body.clone(),
+                status: DeliveryStatus::Pending,
+                attempts: 0,
+                next_attempt_at: now,
+                last_status_code: None,
+                last_error: None,
+                created_at: now,
+                finished_at: None,
+            },
+            subscription: subscription.clone(),
+            subject: self.subject.clone(),
+            waits_for: follows,
+        }
+    }
 }
 
 impl_queue_deliveries!(sqlx::Postgres);
@@ -254,11 +448,13 @@ impl_queue_deliveries!(sqlx::Sqlite);
 /// before `$5`) or with every earlier pending delivery of their (subscription, subject) ready
 /// too. So a subject's chain of pending deliveries is claimed in one round (the sender sends
 /// each only after the one before it succeeded), and a delivery behind one that is waiting,
-/// leased elsewhere or failing is not claimed at all.
+/// leased elsewhere or failing is not claimed at all. The subscription's status is a lookup
+/// per delivery rather than a join, so the plan is the same whatever the statistics say: walk
+/// `deliveries_pending` in due order until the batch is full.
 macro_rules! due_deliveries {
     () => {
-        "select d.id from deliveries d join subscriptions s on s.id = d.subscription_id \
-         where d.status = 'pending' and s.status = 'active' \
+        "select d.id from deliveries d where d.status = 'pending' \
+         and (select s.status from subscriptions s where s.id = d.subscription_id) = 'active' \
          and d.next_attempt_at <= $1 and (d.lease_until is null or d.lease_until < $1) \
          and (d.attempts > 0 or d.event_type not in ('subject.promoted', 'subject.demoted') \
          or d.created_at <= $6 or exists (select 1 from attestations a where a.seq = d.seq)) \
@@ -734,17 +930,19 @@ impl Store {
                     all.iter()
                         .filter(|s| s.id != failing.id && s.wants_news(kind))
                         .map(|to| QueuedRow {
+                            id: DeliveryId::new(),
                             subscription: to.id,
                             seq: 0,
                             kind,
                             subject: webhook::news_key(failing.id),
                             previous_seq: None,
                             body: body.clone(),
+                            leased: false,
                         }),
                 );
                 announced.push(failing.id);
             }
-            tx.insert_queued(&rows, now).await?;
+            tx.insert_queued(&rows, now, None).await?;
             tx.commit().await?;
             Ok(announced)
         })

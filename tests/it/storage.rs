@@ -34,6 +34,7 @@ on_both_backends!(
     a_worker_that_lost_its_lease_finishes_nothing_and_appends_nothing,
     re_promotion_follows_ledger_order_whatever_the_clocks_say,
     a_subjects_chain_of_deliveries_is_claimed_at_once_and_never_past_a_lease,
+    an_appends_deliveries_go_to_its_own_sender_unless_one_is_pending_before_them,
 );
 
 const V1: ProtocolVersion = ProtocolVersion::new(1, 0);
@@ -834,6 +835,123 @@ async fn a_subjects_chain_of_deliveries_is_claimed_at_once_and_never_past_a_leas
     assert_eq!(
         got,
         vec![(seqs[1], None), (seqs[2], Some(seqs[1]))],
+        "{backend}"
+    );
+}
+
+fn delivered_at(subscription: SubscriptionId, now: Timestamp) -> AttemptRecord {
+    AttemptRecord {
+        payload: None,
+        subscription,
+        attempted_at: now,
+        status: DeliveryStatus::Delivered,
+        next_attempt_at: now,
+        status_code: Some(204),
+        error: None,
+        finished_at: Some(now),
+    }
+}
+
+/// The handoff: what an append queues goes to this process's sender, leased to it, once the
+/// append commits (no claim), chained within the append; a delivery behind one still pending
+/// from before is left to be claimed in its turn.
+async fn an_appends_deliveries_go_to_its_own_sender_unless_one_is_pending_before_them(db: TestDb) {
+    let store = &db.store;
+    let backend = db.backend();
+    let sub = subscription();
+    store.insert_subscription(&sub).await.unwrap();
+    let mut handed = store
+        .hand_deliveries_to("me", std::time::Duration::from_secs(20))
+        .expect("the first sender takes the handoff");
+    assert!(
+        store
+            .hand_deliveries_to("another", std::time::Duration::from_secs(20))
+            .is_none()
+    );
+    let one = new_callee(store, "https://one.example").await;
+    let now = time::now();
+    let (hold, attest, lease) = (
+        now - chrono::Duration::minutes(5),
+        now - chrono::Duration::seconds(2),
+        now + chrono::Duration::seconds(20),
+    );
+
+    let first = store.append(&[event(&one, appeared())], now).await.unwrap()[0]
+        .0
+        .seq;
+    let batch = handed.try_recv().expect("handed over after the commit");
+    let got: Vec<(i64, Option<i64>)> = batch
+        .iter()
+        .map(|c| (c.delivery.seq, c.waits_for))
+        .collect();
+    assert_eq!(got, vec![(first, None)], "{backend}");
+    assert_eq!(batch[0].subscription.id, sub.id);
+    // Leased to this process: nobody claims it.
+    let claimed = store
+        .claim_deliveries("other", now, hold, attest, lease, 100)
+        .await
+        .unwrap();
+    assert!(claimed.is_empty(), "{backend}: {}", claimed.len());
+
+    // Two more about the same subject while the first is pending: not handed over, and not
+    // claimable until it is done.
+    let later = store
+        .append(
+            &[event(&one, republished()), event(&one, republished())],
+            now,
+        )
+        .await
+        .unwrap();
+    assert!(
+        handed.try_recv().is_err(),
+        "{backend}: a chain behind a pending delivery"
+    );
+    assert!(
+        store
+            .claim_deliveries("other", now, hold, attest, lease, 100)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    store
+        .finish_attempts(
+            "me",
+            &[(batch[0].delivery.id, delivered_at(sub.id, now))],
+            &[],
+        )
+        .await
+        .unwrap();
+    let claimed = store
+        .claim_deliveries("other", now, hold, attest, lease, 100)
+        .await
+        .unwrap();
+    let got: Vec<(i64, Option<i64>)> = claimed
+        .iter()
+        .map(|c| (c.delivery.seq, c.waits_for))
+        .collect();
+    assert_eq!(
+        got,
+        vec![
+            (later[0].0.seq, None),
+            (later[1].0.seq, Some(later[0].0.seq))
+        ],
+        "{backend}"
+    );
+
+    // A new subject's events appended together are handed over as one chain.
+    let two = new_callee(store, "https://two.example").await;
+    let both = store
+        .append(&[event(&two, appeared()), event(&two, republished())], now)
+        .await
+        .unwrap();
+    let batch = handed.try_recv().expect("handed over");
+    let got: Vec<(i64, Option<i64>)> = batch
+        .iter()
+        .map(|c| (c.delivery.seq, c.waits_for))
+        .collect();
+    assert_eq!(
+        got,
+        vec![(both[0].0.seq, None), (both[1].0.seq, Some(both[0].0.seq))],
         "{backend}"
     );
 }
