@@ -5,6 +5,12 @@
 //!
 //! `cargo run --release --example bench-refresh -- [callees] [workers]`
 //! `BENCH_DATABASE_URL=postgres://postgres@127.0.0.1:5432/postgres cargo run --release --example bench-refresh`
+//!
+//! `BENCH_HOSTS=N` serves the cards from N loopback addresses (127.0.1.1, 127.0.1.2, …, each a
+//! host of its own to the politeness limits) and keeps those limits at their defaults (2 in
+//! flight and 100 ms between starts per host, across replicas): a sweep then cannot go faster
+//! than 10·N fetches a second. `BENCH_REPLICAS=2` runs two registries on the one database, each
+//! with its own workers, draining the one queue under the one shared host budget (Postgres).
 
 #[path = "../bench/proc_stats.rs"]
 #[allow(dead_code)] // shared with bench-probes, which uses all of it
@@ -30,13 +36,27 @@ use serde_json::json;
 
 const ETAG: &str = "\"card-v1\"";
 
-/// The card server: 304 when the ETag matches, else 200 (never needed in the sweep).
+/// The loopback address of card host `i` (0-based): 127.0.1.1 onwards, 250 to a /24.
+fn card_host(i: usize) -> std::net::Ipv4Addr {
+    std::net::Ipv4Addr::new(127, 0, 1 + (i / 250) as u8, 1 + (i % 250) as u8)
+}
+
+/// The card server: 304 when the ETag matches, else 200 (never needed in the sweep); on one
+/// port of `hosts` loopback addresses (127.0.0.1 alone when `hosts` is 1).
 async fn serve_cards() -> anyhow::Result<()> {
-    let addr = std::env::args()
-        .nth(2)
-        .unwrap_or_else(|| "127.0.0.1:0".into());
-    let listener = tokio::net::TcpListener::bind(&addr).await?;
-    println!("{}", listener.local_addr()?);
+    let hosts: usize = std::env::args().nth(2).map_or(Ok(1), |a| a.parse())?;
+    let first = if hosts > 1 {
+        card_host(0)
+    } else {
+        std::net::Ipv4Addr::LOCALHOST
+    };
+    let listener = tokio::net::TcpListener::bind((first, 0)).await?;
+    let port = listener.local_addr()?.port();
+    let mut listeners = vec![listener];
+    for i in 1..hosts {
+        listeners.push(tokio::net::TcpListener::bind((card_host(i), port)).await?);
+    }
+    println!("{port}");
     let app = Router::new().route(
         "/c/{n}/agent-card.json",
         get(|headers: HeaderMap| async move {
@@ -52,7 +72,14 @@ async fn serve_cards() -> anyhow::Result<()> {
             )
         }),
     );
-    axum::serve(listener, app).await?;
+    let mut served = tokio::task::JoinSet::new();
+    for listener in listeners {
+        let app = app.clone();
+        served.spawn(async move { axum::serve(listener, app).await });
+    }
+    while let Some(done) = served.join_next().await {
+        done??;
+    }
     Ok(())
 }
 
@@ -61,12 +88,18 @@ async fn main() -> anyhow::Result<()> {
     if std::env::args().nth(1).as_deref() == Some("--serve-cards") {
         return serve_cards().await;
     }
+    if std::env::var_os("RUST_LOG").is_some() {
+        cardgate::telemetry::init(cardgate::telemetry::LogFormat::Text);
+    }
     let callees: usize = std::env::args().nth(1).map_or(Ok(10_000), |a| a.parse())?;
     let workers: usize = std::env::args().nth(2).map_or(Ok(32), |a| a.parse())?;
+    let hosts: usize = std::env::var("BENCH_HOSTS").map_or(Ok(1), |a| a.parse())?;
+    let replicas: usize = std::env::var("BENCH_REPLICAS").map_or(Ok(1), |a| a.parse())?;
 
     // The card server in its own process.
     let mut server = tokio::process::Command::new(std::env::current_exe()?)
         .arg("--serve-cards")
+        .arg(hosts.to_string())
         .stdout(std::process::Stdio::piped())
         .kill_on_drop(true)
         .spawn()?;
@@ -75,7 +108,14 @@ async fn main() -> anyhow::Result<()> {
     tokio::io::BufReader::new(server.stdout.take().expect("piped stdout"))
         .read_line(&mut line)
         .await?;
-    let cards = format!("http://{}", line.trim());
+    let port: u16 = line.trim().parse()?;
+    let card_origin = |n: usize| {
+        if hosts > 1 {
+            format!("http://{}:{port}", card_host(n % hosts))
+        } else {
+            format!("http://127.0.0.1:{port}")
+        }
+    };
 
     let dir = tempfile::tempdir()?;
     let (target, pg_db) = match std::env::var("BENCH_DATABASE_URL") {
@@ -111,22 +151,32 @@ async fn main() -> anyhow::Result<()> {
     // the politeness limits, which would measure the limit (10 starts a second by default)
     // rather than the registry. The shared per-host budget is still taken for every fetch.
     settings.schedule.refresh = schedule::Schedule::Off;
-    settings.hosts = cardgate::domain::politeness::HostLimits::loose(1024);
+    if hosts == 1 {
+        settings.hosts = cardgate::domain::politeness::HostLimits::loose(1024);
+    }
     // BENCH_HOSTS_SHARED=off: each replica's own limits only, to see what the shared budget
     // costs a fetch.
     settings.hosts_shared = std::env::var("BENCH_HOSTS_SHARED").map_or(true, |v| v != "off");
     let app = App::build(settings.clone()).await?;
     let state = app.services.clone();
+    // The other replicas: their own processes' state (pools, host gates, worker names) on the
+    // same database.
+    let mut others = Vec::new();
+    for n in 1..replicas {
+        let mut theirs = settings.clone();
+        theirs.worker.owner = format!("{}-replica-{n}", settings.worker.owner);
+        others.push((App::build(theirs.clone()).await?.services.clone(), theirs));
+    }
 
     // Seed: callees with a trusted snapshot (and its ETag) and one subject each.
-    let sample = json!({"name": "bench", "supportedInterfaces": [{"url": format!("{cards}/a2a"), "protocolBinding": "JSONRPC", "protocolVersion": "1.0"}]});
+    let sample = json!({"name": "bench", "supportedInterfaces": [{"url": format!("{}/a2a", card_origin(0)), "protocolBinding": "JSONRPC", "protocolVersion": "1.0"}]});
     let card = parse_card(&sample).map_err(|e| anyhow::anyhow!("{e}"))?;
     let t0 = Instant::now();
     for n in 0..callees {
         let now = time::now();
         let callee = Callee {
             id: CalleeId::new(),
-            card_url: CardUrl::parse(&format!("{cards}/c/{n}/agent-card.json"))
+            card_url: CardUrl::parse(&format!("{}/c/{n}/agent-card.json", card_origin(n)))
                 .expect("valid card URL"),
             name: None,
             created_at: now,
@@ -176,17 +226,31 @@ async fn main() -> anyhow::Result<()> {
         t0.elapsed().as_secs_f64()
     );
 
+    // The read models catch up with the seeding first: a use case's commit waits for its own
+    // process's (read-your-writes), which would otherwise be counted as the sweep's.
+    state.caught_up().await;
+    for (services, _) in &others {
+        services.caught_up().await;
+    }
+
     // The sweep: enqueue, then let the workers drain the queue.
     let stop = tokio_util::sync::CancellationToken::new();
     let cpu0 = proc_stats::cpu_time();
     let t0 = Instant::now();
     let enqueued = schedule::refresh_sweep(&state, &settings.schedule).await?;
     let (enqueue_wall, enqueue_cpu) = (t0.elapsed(), proc_stats::cpu_time() - cpu0);
-    let worker = tokio::spawn(worker::run(
+    let mut workers_running = vec![tokio::spawn(worker::run(
         state.clone(),
         settings.worker.clone(),
         stop.clone(),
-    ));
+    ))];
+    for (services, theirs) in &others {
+        workers_running.push(tokio::spawn(worker::run(
+            services.clone(),
+            theirs.worker.clone(),
+            stop.clone(),
+        )));
+    }
     loop {
         let stats = state.store.queue_stats(state.now()).await?;
         if stats.queued + stats.running == 0 {
@@ -197,7 +261,9 @@ async fn main() -> anyhow::Result<()> {
     let wall = t0.elapsed();
     let cpu = proc_stats::cpu_time() - cpu0;
     stop.cancel();
-    worker.await?;
+    for worker in workers_running {
+        worker.await?;
+    }
     let done = state
         .store
         .jobs(Some(cardgate::domain::job::JobStatus::Done), None, 1)
@@ -208,6 +274,13 @@ async fn main() -> anyhow::Result<()> {
         .jobs(Some(cardgate::domain::job::JobStatus::Failed), None, 200)
         .await?
         .len();
+    if hosts > 1 {
+        println!(
+            "{backend}: {hosts} card hosts, politeness limits at their defaults (at most {} fetches/s), \
+             {replicas} replica(s) with {workers} workers each",
+            hosts * 10
+        );
+    }
     println!(
         "{backend}: sweep of {enqueued} unchanged cards (304) with {workers} workers: {:.2} s wall, {:.0} callees/s; \
          cardgate CPU {:.3} ms per callee; peak RSS {} KiB; failed jobs {failed} (done sample {done})",

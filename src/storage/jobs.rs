@@ -212,11 +212,31 @@ impl Store {
         dispatch!(self, |pool| {
             let mut tx = pool.begin_write().await?;
             let mut added = 0;
-            for job in jobs {
-                added += insert_job_query(job, OnDuplicate::Skip)
-                    .execute(&mut *tx)
-                    .await?
-                    .rows_affected();
+            // Many rows a statement: a sweep's page of 1,000 jobs was 1,000 round trips, the
+            // better part of a 100,000-card sweep's first 100 s on Postgres. 15 binds a row
+            // keeps a chunk within SQLite's 32,766.
+            for chunk in jobs.chunks(1000) {
+                let mut insert =
+                    sqlx::QueryBuilder::new(concat!("insert into jobs (", job_columns!(), ") "));
+                insert.push_values(chunk, |mut row, job| {
+                    row.push_bind(job.id.0)
+                        .push_bind(job.kind.as_str())
+                        .push_bind(job.callee_id.0)
+                        .push_bind(job.protocol_version.map(|v| v.to_string()))
+                        .push_bind(job.reason.clone())
+                        .push_bind(job.dedup_key.clone())
+                        .push_bind(job.status.as_str())
+                        .push_bind(job.attempts)
+                        .push_bind(job.run_after)
+                        .push_bind(job.lease_owner.clone())
+                        .push_bind(job.lease_until)
+                        .push_bind(job.last_error.clone())
+                        .push_bind(job.probe_run_id.map(|id| id.0))
+                        .push_bind(job.created_at)
+                        .push_bind(job.updated_at);
+                });
+                insert.push(" on conflict do nothing");
+                added += insert.build().execute(&mut *tx).await?.rows_affected();
             }
             tx.commit().await?;
             Ok(added)
