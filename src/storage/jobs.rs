@@ -142,11 +142,13 @@ pub(super) enum OnDuplicate {
     Skip,
 }
 
-/// Inserts a job, one active job per dedup key.
-pub(super) fn insert_job_query<DB>(
-    job: &Job,
+/// Inserts `jobs` (at most a chunk's worth: 15 binds a row, and SQLite takes 32,766), one
+/// active job per dedup key. The one statement for a single job and for a sweep's page, so
+/// the columns are bound in one place.
+pub(super) fn insert_jobs_query<DB>(
+    jobs: &[Job],
     on_duplicate: OnDuplicate,
-) -> sqlx::query::Query<'static, DB, <DB as sqlx::Database>::Arguments>
+) -> sqlx::QueryBuilder<DB>
 where
     DB: sqlx::Database,
     Uuid: for<'q> sqlx::Encode<'q, DB> + sqlx::Type<DB>,
@@ -157,46 +159,41 @@ where
     DateTime<Utc>: for<'q> sqlx::Encode<'q, DB> + sqlx::Type<DB>,
     Option<DateTime<Utc>>: for<'q> sqlx::Encode<'q, DB> + sqlx::Type<DB>,
 {
-    const INSERT: &str = concat!(
-        "insert into jobs (",
-        job_columns!(),
-        ") values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)"
-    );
-    const INSERT_OR_SKIP: &str = concat!(
-        "insert into jobs (",
-        job_columns!(),
-        ") values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15) \
-         on conflict do nothing"
-    );
-    let sql = match on_duplicate {
-        OnDuplicate::Fail => INSERT,
-        OnDuplicate::Skip => INSERT_OR_SKIP,
-    };
-    sqlx::query(sql)
-        .bind(job.id.0)
-        .bind(job.kind.as_str().to_string())
-        .bind(job.callee_id.0)
-        .bind(job.protocol_version.map(|v| v.to_string()))
-        .bind(job.reason.clone())
-        .bind(job.dedup_key.clone())
-        .bind(job.status.as_str().to_string())
-        .bind(job.attempts)
-        .bind(job.run_after)
-        .bind(job.lease_owner.clone())
-        .bind(job.lease_until)
-        .bind(job.last_error.clone())
-        .bind(job.probe_run_id.map(|id| id.0))
-        .bind(job.created_at)
-        .bind(job.updated_at)
+    let mut insert = sqlx::QueryBuilder::new(concat!("insert into jobs (", job_columns!(), ") "));
+    insert.push_values(jobs, |mut row, job| {
+        row.push_bind(job.id.0)
+            .push_bind(job.kind.as_str().to_string())
+            .push_bind(job.callee_id.0)
+            .push_bind(job.protocol_version.map(|v| v.to_string()))
+            .push_bind(job.reason.clone())
+            .push_bind(job.dedup_key.clone())
+            .push_bind(job.status.as_str().to_string())
+            .push_bind(job.attempts)
+            .push_bind(job.run_after)
+            .push_bind(job.lease_owner.clone())
+            .push_bind(job.lease_until)
+            .push_bind(job.last_error.clone())
+            .push_bind(job.probe_run_id.map(|id| id.0))
+            .push_bind(job.created_at)
+            .push_bind(job.updated_at);
+    });
+    if matches!(on_duplicate, OnDuplicate::Skip) {
+        insert.push(" on conflict do nothing");
+    }
+    insert
 }
 
 impl Store {
     /// Enqueues `job` unless an active job has its dedup key; returns whether it was added.
     pub async fn enqueue(&self, job: &Job) -> Result<bool, StoreError> {
-        match dispatch!(self, |pool| insert_job_query(job, OnDuplicate::Fail)
-            .execute(pool)
-            .await
-            .map(drop))
+        match dispatch!(self, |pool| insert_jobs_query(
+            std::slice::from_ref(job),
+            OnDuplicate::Fail
+        )
+        .build()
+        .execute(pool)
+        .await
+        .map(drop))
         {
             Ok(()) => Ok(true),
             Err(e) => match StoreError::from(e) {
@@ -212,30 +209,9 @@ impl Store {
         dispatch!(self, |pool| {
             let mut tx = pool.begin_write().await?;
             let mut added = 0;
-            // Many rows a statement: a sweep's page of 1,000 jobs was 1,000 round trips, the
-            // better part of a 100,000-card sweep's first 100 s on Postgres. 15 binds a row
-            // keeps a chunk within SQLite's 32,766.
+            // Many rows a statement: a sweep's page of 1,000 jobs was 1,000 round trips.
             for chunk in jobs.chunks(1000) {
-                let mut insert =
-                    sqlx::QueryBuilder::new(concat!("insert into jobs (", job_columns!(), ") "));
-                insert.push_values(chunk, |mut row, job| {
-                    row.push_bind(job.id.0)
-                        .push_bind(job.kind.as_str())
-                        .push_bind(job.callee_id.0)
-                        .push_bind(job.protocol_version.map(|v| v.to_string()))
-                        .push_bind(job.reason.clone())
-                        .push_bind(job.dedup_key.clone())
-                        .push_bind(job.status.as_str())
-                        .push_bind(job.attempts)
-                        .push_bind(job.run_after)
-                        .push_bind(job.lease_owner.clone())
-                        .push_bind(job.lease_until)
-                        .push_bind(job.last_error.clone())
-                        .push_bind(job.probe_run_id.map(|id| id.0))
-                        .push_bind(job.created_at)
-                        .push_bind(job.updated_at);
-                });
-                insert.push(" on conflict do nothing");
+                let mut insert = insert_jobs_query(chunk, OnDuplicate::Skip);
                 added += insert.build().execute(&mut *tx).await?.rows_affected();
             }
             tx.commit().await?;

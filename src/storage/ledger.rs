@@ -56,21 +56,17 @@ macro_rules! event_columns {
     };
 }
 
-/// What an append wrote: the events sealed, each with its subject after it, and the deliveries
-/// it leased to this process's sender (to hand over after the commit).
-#[derive(Default)]
-pub(crate) struct Appended {
-    pub events: Vec<(EventRecord, Subject)>,
-    pub leased: Vec<Claimed>,
-}
+/// The events an append sealed, each with its subject after it, and the deliveries it leased
+/// to this process's sender (handed over by [`Store::commit_handing_off`]).
+pub(crate) type Appended = (Vec<(EventRecord, Subject)>, Vec<Claimed>);
 
 /// Appending inside an open write transaction, shared by every operation that writes events.
 pub(crate) trait AppendEvents: LockLedger {
     /// Appends `events` in order at `now`, updating each subject's folded state. Fails (and the
     /// caller's transaction must roll back) if the gate rules refuse any event.
     /// Deliveries the events queue go to `lessee` at once where they can (see
-    /// [`super::webhooks::Handoff`]): returned as `leased`, for the caller to hand over once it
-    /// has committed.
+    /// [`super::webhooks::Handoff`]): returned beside the events, for the caller to hand over
+    /// as it commits ([`Store::commit_handing_off`]).
     async fn append_events(
         &mut self,
         events: &[NewEvent],
@@ -98,7 +94,7 @@ macro_rules! impl_append_events {
                 lessee: Option<&Lessee>,
             ) -> Result<Appended, StoreError> {
                 if events.is_empty() {
-                    return Ok(Appended::default());
+                    return Ok((Vec::new(), Vec::new()));
                 }
                 self.lock_ledger().await?;
                 let head: Option<(i64, String)> =
@@ -124,10 +120,7 @@ macro_rules! impl_append_events {
                 self.grow_tree(&records).await?;
                 // The outbox: what subscribers are told commits with what happened, or not at all.
                 let leased = self.queue_deliveries(&appended, now, lessee).await?;
-                Ok(Appended {
-                    events: appended,
-                    leased,
-                })
+                Ok((appended, leased))
             }
 
             async fn subject_of(
@@ -212,18 +205,14 @@ impl Store {
     ) -> Result<Vec<(EventRecord, Subject)>, StoreError> {
         dispatch!(self, |pool| {
             let mut tx = pool.begin_write().await?;
-            let Appended {
-                events: appended,
-                leased,
-            } = tx
+            let (appended, leased) = tx
                 .append_events(events, now, self.lessee(now).as_ref())
                 .await?;
             let callees: BTreeSet<CalleeId> = events.iter().map(|e| e.callee_id).collect();
             for callee in callees {
                 tx.record_change(Changed::Callee(callee), now).await?;
             }
-            tx.commit().await?;
-            self.hand_off(leased);
+            self.commit_handing_off(tx, leased).await?;
             Ok(appended)
         })
     }

@@ -7,7 +7,7 @@ use serde_json::Value;
 use uuid::Uuid;
 
 use super::changes::{Changed, RecordChange};
-use super::jobs::{FinishLeased, OnDuplicate, insert_job_query};
+use super::jobs::{FinishLeased, OnDuplicate, insert_jobs_query};
 use super::ledger::AppendEvents;
 use super::lock::LockLedger;
 use super::{BeginWrite, Store, StoreError, dispatch};
@@ -68,7 +68,8 @@ macro_rules! impl_queue_probe {
                 // the run is taken back in the same transaction. (`on conflict do nothing`
                 // waits for a concurrent enqueue of the same subject, then skips.)
                 insert_run_query(run).execute(&mut **self).await?;
-                let queued = insert_job_query(job, OnDuplicate::Skip)
+                let queued = insert_jobs_query(std::slice::from_ref(job), OnDuplicate::Skip)
+                    .build()
                     .execute(&mut **self)
                     .await?
                     .rows_affected()
@@ -506,10 +507,7 @@ impl Store {
             if let Some((job, owner)) = job {
                 tx.finish_leased(job, owner, now).await?;
             }
-            let super::ledger::Appended {
-                events: appended,
-                leased,
-            } = tx
+            let (appended, leased) = tx
                 .append_events(&events, now, self.lessee(now).as_ref())
                 .await?;
             let seqs: Vec<i64> = appended.iter().map(|(e, _)| e.seq).collect();
@@ -533,8 +531,7 @@ impl Store {
             // The subject's newest finished run is this one now.
             tx.record_change(Changed::Callee(run.callee_id), now)
                 .await?;
-            tx.commit().await?;
-            self.hand_off(leased);
+            self.commit_handing_off(tx, leased).await?;
             Ok(appended)
         })
     }

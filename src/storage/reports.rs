@@ -104,18 +104,14 @@ impl Store {
             .bind(stored.created_at)
             .execute(&mut *tx)
             .await?;
-            let super::ledger::Appended {
-                events: appended,
-                leased,
-            } = tx
+            let (appended, leased) = tx
                 .append_events(&events, now, self.lessee(now).as_ref())
                 .await?;
             if !appended.is_empty() {
                 tx.record_change(Changed::Callee(stored.callee_id), now)
                     .await?;
             }
-            tx.commit().await?;
-            self.hand_off(leased);
+            self.commit_handing_off(tx, leased).await?;
             Ok((stored, appended))
         })
     }

@@ -65,18 +65,14 @@ impl Store {
             .bind(snapshot.fetched_at)
             .execute(&mut *tx)
             .await?;
-            let super::ledger::Appended {
-                events: appended,
-                leased,
-            } = tx
+            let (appended, leased) = tx
                 .append_events(events, now, self.lessee(now).as_ref())
                 .await?;
             for (run, job) in probes {
                 tx.queue_probe(run, job).await?;
             }
             tx.record_change(Changed::Callee(callee.id), now).await?;
-            tx.commit().await?;
-            self.hand_off(leased);
+            self.commit_handing_off(tx, leased).await?;
             Ok(appended)
         })
     }
@@ -126,10 +122,7 @@ impl Store {
             if let Some(snapshot) = snapshot {
                 insert_snapshot_query(snapshot).execute(&mut *tx).await?;
             }
-            let super::ledger::Appended {
-                events: appended,
-                leased,
-            } = tx
+            let (appended, leased) = tx
                 .append_events(events, now, self.lessee(now).as_ref())
                 .await?;
             for (run, probe) in probes {
@@ -143,8 +136,7 @@ impl Store {
             if snapshot.is_some() || !appended.is_empty() {
                 tx.record_change(Changed::Callee(callee_id), now).await?;
             }
-            tx.commit().await?;
-            self.hand_off(leased);
+            self.commit_handing_off(tx, leased).await?;
             Ok(appended)
         })
     }

@@ -167,9 +167,20 @@ impl Store {
         })
     }
 
-    /// Gives the sender what a committed append leased to it. A sender that is gone or full
+    /// Commits an append's transaction, then gives the sender what it leased to it (never
+    /// before: the deliveries are not there until the commit). A sender that is gone or full
     /// leaves them to lapse and be claimed.
-    pub(crate) fn hand_off(&self, leased: Vec<Claimed>) {
+    pub(crate) async fn commit_handing_off<DB: sqlx::Database>(
+        &self,
+        tx: sqlx::Transaction<'static, DB>,
+        leased: Vec<Claimed>,
+    ) -> Result<(), StoreError> {
+        tx.commit().await?;
+        self.hand_off(leased);
+        Ok(())
+    }
+
+    fn hand_off(&self, leased: Vec<Claimed>) {
         if leased.is_empty() {
             return;
         }

@@ -16,7 +16,7 @@ use cardgate::domain::version::ProtocolVersion;
 use cardgate::domain::webhook::{self, DeliveryStatus, Subscription, SubscriptionStatus};
 use cardgate::service::ledger::verify;
 use cardgate::service::probe::probe_request;
-use cardgate::storage::{AttemptRecord, RefreshRecord};
+use cardgate::storage::{AttemptRecord, Claimed, RefreshRecord};
 use cardgate::storage::{Store, StoreError};
 
 use crate::support::{TestDb, on_both_backends};
@@ -764,24 +764,13 @@ async fn a_subjects_chain_of_deliveries_is_claimed_at_once_and_never_past_a_leas
         .await
         .unwrap();
     let now = time::now();
-    let (hold, attest, lease) = (
-        now - chrono::Duration::minutes(5),
-        now - chrono::Duration::seconds(2),
-        now + chrono::Duration::seconds(20),
-    );
 
     // Owner a takes only the first of `one`'s chain; b then gets `other`'s news, and nothing
     // of `one`: the rest of its chain is behind a delivery leased elsewhere.
-    let first = store
-        .claim_deliveries("a", now, hold, attest, lease, 1)
-        .await
-        .unwrap();
+    let first = claim(store, "a", now, 1).await;
     assert_eq!(first.len(), 1, "{backend}");
     assert_eq!((first[0].delivery.seq, first[0].waits_for), (seqs[0], None));
-    let b = store
-        .claim_deliveries("b", now, hold, attest, lease, 100)
-        .await
-        .unwrap();
+    let b = claim(store, "b", now, 100).await;
     let b_seqs: Vec<i64> = b.iter().map(|c| c.delivery.seq).collect();
     assert_eq!(b_seqs.len(), 1, "{backend}: {b_seqs:?}");
     assert!(!seqs.contains(&b_seqs[0]), "{backend}: {b_seqs:?}");
@@ -792,10 +781,7 @@ async fn a_subjects_chain_of_deliveries_is_claimed_at_once_and_never_past_a_leas
         .finish_attempts("a", &[], &[first[0].delivery.id])
         .await
         .unwrap();
-    let chain = store
-        .claim_deliveries("c", now, hold, attest, lease, 100)
-        .await
-        .unwrap();
+    let chain = claim(store, "c", now, 100).await;
     let got: Vec<(i64, Option<i64>, i32)> = chain
         .iter()
         .map(|c| (c.delivery.seq, c.waits_for, c.delivery.attempts))
@@ -812,31 +798,35 @@ async fn a_subjects_chain_of_deliveries_is_claimed_at_once_and_never_past_a_leas
     assert!(chain.iter().all(|c| c.subject == chain[0].subject));
 
     // The head delivered, the rest given back: the next claim starts at the second.
-    let delivered = AttemptRecord {
-        payload: None,
-        subscription: chain[0].subscription.id,
-        attempted_at: now,
-        status: DeliveryStatus::Delivered,
-        next_attempt_at: now,
-        status_code: Some(204),
-        error: None,
-        finished_at: Some(now),
-    };
+    let delivered = delivered_at(chain[0].subscription.id, now);
     let rest: Vec<_> = chain[1..].iter().map(|c| c.delivery.id).collect();
     store
         .finish_attempts("c", &[(chain[0].delivery.id, delivered)], &rest)
         .await
         .unwrap();
-    let next = store
-        .claim_deliveries("d", now, hold, attest, lease, 100)
-        .await
-        .unwrap();
+    let next = claim(store, "d", now, 100).await;
     let got: Vec<(i64, Option<i64>)> = next.iter().map(|c| (c.delivery.seq, c.waits_for)).collect();
     assert_eq!(
         got,
         vec![(seqs[1], None), (seqs[2], Some(seqs[1]))],
         "{backend}"
     );
+}
+
+/// The sender's claim at `now`, as it makes it: a five-minute hold-back, a two-second wait for
+/// attestations, a 20 s lease.
+async fn claim(store: &Store, owner: &str, now: Timestamp, limit: u32) -> Vec<Claimed> {
+    store
+        .claim_deliveries(
+            owner,
+            now,
+            now - chrono::Duration::minutes(5),
+            now - chrono::Duration::seconds(2),
+            now + chrono::Duration::seconds(20),
+            limit,
+        )
+        .await
+        .unwrap()
 }
 
 fn delivered_at(subscription: SubscriptionId, now: Timestamp) -> AttemptRecord {
@@ -870,11 +860,6 @@ async fn an_appends_deliveries_go_to_its_own_sender_unless_one_is_pending_before
     );
     let one = new_callee(store, "https://one.example").await;
     let now = time::now();
-    let (hold, attest, lease) = (
-        now - chrono::Duration::minutes(5),
-        now - chrono::Duration::seconds(2),
-        now + chrono::Duration::seconds(20),
-    );
 
     let first = store.append(&[event(&one, appeared())], now).await.unwrap()[0]
         .0
@@ -887,10 +872,7 @@ async fn an_appends_deliveries_go_to_its_own_sender_unless_one_is_pending_before
     assert_eq!(got, vec![(first, None)], "{backend}");
     assert_eq!(batch[0].subscription.id, sub.id);
     // Leased to this process: nobody claims it.
-    let claimed = store
-        .claim_deliveries("other", now, hold, attest, lease, 100)
-        .await
-        .unwrap();
+    let claimed = claim(store, "other", now, 100).await;
     assert!(claimed.is_empty(), "{backend}: {}", claimed.len());
 
     // Two more about the same subject while the first is pending: not handed over, and not
@@ -906,13 +888,7 @@ async fn an_appends_deliveries_go_to_its_own_sender_unless_one_is_pending_before
         handed.try_recv().is_err(),
         "{backend}: a chain behind a pending delivery"
     );
-    assert!(
-        store
-            .claim_deliveries("other", now, hold, attest, lease, 100)
-            .await
-            .unwrap()
-            .is_empty()
-    );
+    assert!(claim(store, "other", now, 100).await.is_empty());
     store
         .finish_attempts(
             "me",
@@ -921,10 +897,7 @@ async fn an_appends_deliveries_go_to_its_own_sender_unless_one_is_pending_before
         )
         .await
         .unwrap();
-    let claimed = store
-        .claim_deliveries("other", now, hold, attest, lease, 100)
-        .await
-        .unwrap();
+    let claimed = claim(store, "other", now, 100).await;
     let got: Vec<(i64, Option<i64>)> = claimed
         .iter()
         .map(|c| (c.delivery.seq, c.waits_for))
