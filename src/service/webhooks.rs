@@ -12,6 +12,7 @@ use rand::Rng;
 use url::Url;
 
 use super::{Missing, Queued, ServiceError, Services, require_callee};
+use crate::domain::attestation::AttestationRecord;
 use crate::domain::ids::{CalleeId, DeliveryId, SubscriptionId};
 use crate::domain::politeness;
 use crate::domain::time::Timestamp;
@@ -366,31 +367,25 @@ pub async fn deliver_handed_over(
     sent
 }
 
-/// The attestations kept for events `seqs` (envelopes as JSON, by seq), looked for until all
-/// are there or `until`.
-type Kept = futures::future::Shared<
-    futures::future::BoxFuture<'static, Arc<HashMap<i64, serde_json::Value>>>,
->;
+/// The attestations kept for events `seqs` (envelopes as JSON text, by seq), looked for until
+/// all are there or `until`.
+type Kept = futures::future::Shared<futures::future::BoxFuture<'static, Arc<HashMap<i64, String>>>>;
 
 async fn kept_attestations(
     services: Services,
     seqs: Vec<i64>,
     until: std::time::Instant,
-) -> Arc<HashMap<i64, serde_json::Value>> {
+) -> Arc<HashMap<i64, String>> {
     /// The attestation is made a few milliseconds after the commit.
     const POLL: Duration = Duration::from_millis(3);
     loop {
-        let kept: HashMap<i64, serde_json::Value> =
-            match services.store.attestations_at(&seqs).await {
-                Ok(kept) => kept
-                    .into_iter()
-                    .filter_map(|a| serde_json::to_value(&a.envelope).ok().map(|v| (a.seq, v)))
-                    .collect(),
-                Err(e) => {
-                    tracing::warn!(error = %e, "reading attestations for webhook deliveries");
-                    HashMap::new()
-                }
-            };
+        let kept: HashMap<i64, String> = match services.store.attestations_at(&seqs).await {
+            Ok(kept) => envelopes(kept),
+            Err(e) => {
+                tracing::warn!(error = %e, "reading attestations for webhook deliveries");
+                HashMap::new()
+            }
+        };
         if kept.len() >= seqs.len() || std::time::Instant::now() >= until {
             return Arc::new(kept);
         }
@@ -528,13 +523,7 @@ async fn attach_attestations(
     if seqs.is_empty() {
         return Ok(attested);
     }
-    let kept: HashMap<i64, serde_json::Value> = services
-        .store
-        .attestations_at(&seqs)
-        .await?
-        .into_iter()
-        .filter_map(|a| serde_json::to_value(&a.envelope).ok().map(|v| (a.seq, v)))
-        .collect();
+    let kept = envelopes(services.store.attestations_at(&seqs).await?);
     for Claimed { delivery, .. } in claimed
         .iter_mut()
         .filter(|c| webhook::awaits_attestation(&c.delivery))
@@ -549,6 +538,14 @@ async fn attach_attestations(
         attested.insert(delivery.id);
     }
     Ok(attested)
+}
+
+/// Each attestation's envelope as JSON text, by its event's seq: serialized once, spliced
+/// into every delivery of that event.
+fn envelopes(kept: Vec<AttestationRecord>) -> HashMap<i64, String> {
+    kept.into_iter()
+        .filter_map(|a| serde_json::to_string(&a.envelope).ok().map(|e| (a.seq, e)))
+        .collect()
 }
 
 /// The signed POST of `body` as message `id`, and how it ended.

@@ -35,6 +35,7 @@ on_both_backends!(
     re_promotion_follows_ledger_order_whatever_the_clocks_say,
     a_subjects_chain_of_deliveries_is_claimed_at_once_and_never_past_a_lease,
     an_appends_deliveries_go_to_its_own_sender_unless_one_is_pending_before_them,
+    every_subscriber_reads_an_events_one_stored_body_with_its_own_previous_seq,
 );
 
 const V1: ProtocolVersion = ProtocolVersion::new(1, 0);
@@ -927,4 +928,55 @@ async fn an_appends_deliveries_go_to_its_own_sender_unless_one_is_pending_before
         vec![(both[0].0.seq, None), (both[1].0.seq, Some(both[0].0.seq))],
         "{backend}"
     );
+}
+
+/// An event's body is stored once for all its subscribers: each delivery, listed or claimed,
+/// reads it back as exactly the body the domain makes, with its own `previous_seq`; deleting
+/// a subscription deletes its deliveries and no one else's.
+async fn every_subscriber_reads_an_events_one_stored_body_with_its_own_previous_seq(db: TestDb) {
+    let store = &db.store;
+    let backend = db.backend();
+    let (a, b) = (subscription(), subscription());
+    store.insert_subscription(&a).await.unwrap();
+    store.insert_subscription(&b).await.unwrap();
+    let one = new_callee(store, "https://one.example").await;
+    let now = time::now();
+    let appended = store
+        .append(&[event(&one, appeared()), event(&one, republished())], now)
+        .await
+        .unwrap();
+    // What the domain makes of each event, for the subscription's previous delivery.
+    let expected = |index: usize, previous: Option<i64>| {
+        let (record, subject) = &appended[index];
+        let kind = webhook::EventType::of_kind(&record.kind).unwrap();
+        webhook::payload(kind, record, subject, previous).to_string()
+    };
+    let first = appended[0].0.seq;
+    let want = vec![expected(1, Some(first)), expected(0, None)];
+    for sub in [&a, &b] {
+        let listed: Vec<String> = store
+            .deliveries(sub.id, None, 10)
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|d| d.payload)
+            .collect();
+        assert_eq!(listed, want, "{backend}: listed");
+    }
+    let mut claimed: Vec<(i64, String)> = claim(store, "me", now, 100)
+        .await
+        .into_iter()
+        .map(|c| (c.delivery.seq, c.delivery.payload))
+        .collect();
+    claimed.sort();
+    assert_eq!(claimed.len(), 4, "{backend}");
+    for (seq, body) in claimed {
+        let index = usize::from(seq != first);
+        let previous = (index == 1).then_some(first);
+        assert_eq!(body, expected(index, previous), "{backend}: claimed");
+    }
+
+    store.delete_subscription(a.id).await.unwrap();
+    assert!(store.deliveries(a.id, None, 10).await.unwrap().is_empty());
+    assert_eq!(store.deliveries(b.id, None, 10).await.unwrap().len(), 2);
 }
