@@ -65,3 +65,300 @@ impl FromStr for Capability {
             .ok_or_else(|| UnknownCapability(s.to_string()))
     }
 }
+
+impl Capability {
+    /// Its place in [`Capability::ALL`] (and in `Ord`).
+    const fn index(self) -> usize {
+        self as usize
+    }
+}
+
+/// A value per capability, held inline: one slot each, in [`Capability::ALL`]'s order, which
+/// is the order a `BTreeMap` keeps them in (and serializes them in). Decisions hold several
+/// per subject; a `BTreeMap`'s node is a heap allocation of some hundreds of bytes for at most
+/// three entries (issue 30: a read model of at most 1 KB per subject).
+#[derive(Clone, PartialEq, Eq, Hash)]
+pub struct CapabilityMap<V>([Option<V>; 3]);
+
+impl<V> Default for CapabilityMap<V> {
+    fn default() -> Self {
+        Self([None, None, None])
+    }
+}
+
+impl<V> CapabilityMap<V> {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    pub fn get(&self, capability: &Capability) -> Option<&V> {
+        self.0[capability.index()].as_ref()
+    }
+
+    /// Sets `capability`'s value; the value it had.
+    pub fn insert(&mut self, capability: Capability, value: V) -> Option<V> {
+        self.0[capability.index()].replace(value)
+    }
+
+    pub fn remove(&mut self, capability: &Capability) -> Option<V> {
+        self.0[capability.index()].take()
+    }
+
+    /// `capability`'s value, set to `value` first if it had none (a `BTreeMap` entry's
+    /// `or_insert`).
+    pub fn get_or_insert(&mut self, capability: Capability, value: V) -> &mut V {
+        self.0[capability.index()].get_or_insert(value)
+    }
+
+    pub fn clear(&mut self) {
+        self.0 = [None, None, None];
+    }
+
+    pub fn contains_key(&self, capability: &Capability) -> bool {
+        self.0[capability.index()].is_some()
+    }
+
+    /// The capabilities that have a value, with it, in order.
+    pub fn iter(&self) -> impl DoubleEndedIterator<Item = (&'static Capability, &V)> + Clone {
+        Capability::ALL
+            .iter()
+            .zip(&self.0)
+            .filter_map(|(c, v)| v.as_ref().map(|v| (c, v)))
+    }
+
+    pub fn keys(&self) -> impl DoubleEndedIterator<Item = &'static Capability> + Clone {
+        self.iter().map(|(c, _)| c)
+    }
+
+    pub fn values(&self) -> impl DoubleEndedIterator<Item = &V> + Clone {
+        self.iter().map(|(_, v)| v)
+    }
+
+    pub fn len(&self) -> usize {
+        self.0.iter().filter(|v| v.is_some()).count()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.0.iter().all(Option::is_none)
+    }
+}
+
+impl<V> FromIterator<(Capability, V)> for CapabilityMap<V> {
+    fn from_iter<I: IntoIterator<Item = (Capability, V)>>(iter: I) -> Self {
+        let mut map = Self::default();
+        map.extend(iter);
+        map
+    }
+}
+
+impl<V> Extend<(Capability, V)> for CapabilityMap<V> {
+    fn extend<I: IntoIterator<Item = (Capability, V)>>(&mut self, iter: I) {
+        for (capability, value) in iter {
+            self.insert(capability, value);
+        }
+    }
+}
+
+impl<V> IntoIterator for CapabilityMap<V> {
+    type Item = (Capability, V);
+    type IntoIter = std::iter::FilterMap<
+        std::iter::Zip<std::array::IntoIter<Capability, 3>, std::array::IntoIter<Option<V>, 3>>,
+        fn((Capability, Option<V>)) -> Option<(Capability, V)>,
+    >;
+    fn into_iter(self) -> Self::IntoIter {
+        Capability::ALL
+            .into_iter()
+            .zip(self.0)
+            .filter_map(|(c, v)| v.map(|v| (c, v)))
+    }
+}
+
+impl<V: fmt::Debug> fmt::Debug for CapabilityMap<V> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_map().entries(self.iter()).finish()
+    }
+}
+
+impl<V: Serialize> Serialize for CapabilityMap<V> {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_map(self.iter())
+    }
+}
+
+impl<'de, V: Deserialize<'de>> Deserialize<'de> for CapabilityMap<V> {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        // Through a BTreeMap: only at load, and it refuses what a map of capabilities would.
+        let map = std::collections::BTreeMap::<Capability, V>::deserialize(deserializer)?;
+        Ok(map.into_iter().collect())
+    }
+}
+
+/// A set of capabilities, a bit each: what a `BTreeSet<Capability>` says, in one byte.
+#[derive(Clone, Copy, Default, PartialEq, Eq, Hash)]
+pub struct CapabilitySet(u8);
+
+impl CapabilitySet {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Adds `capability`; whether it was not there.
+    pub fn insert(&mut self, capability: Capability) -> bool {
+        let had = self.contains(&capability);
+        self.0 |= 1 << capability.index();
+        !had
+    }
+
+    /// Takes `capability` out; whether it was there.
+    pub fn remove(&mut self, capability: &Capability) -> bool {
+        let had = self.contains(capability);
+        self.0 &= !(1 << capability.index());
+        had
+    }
+
+    pub fn contains(&self, capability: &Capability) -> bool {
+        self.0 & (1 << capability.index()) != 0
+    }
+
+    /// The capabilities in the set, in order.
+    pub fn iter(&self) -> impl DoubleEndedIterator<Item = &'static Capability> + Clone + use<> {
+        let bits = self.0;
+        Capability::ALL
+            .iter()
+            .filter(move |c| bits & (1 << c.index()) != 0)
+    }
+
+    pub fn len(&self) -> usize {
+        self.0.count_ones() as usize
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.0 == 0
+    }
+
+    /// Whether every capability of `self` is in `other`.
+    pub fn is_subset(&self, other: &CapabilitySet) -> bool {
+        self.0 & !other.0 == 0
+    }
+}
+
+impl FromIterator<Capability> for CapabilitySet {
+    fn from_iter<I: IntoIterator<Item = Capability>>(iter: I) -> Self {
+        let mut set = Self::default();
+        set.extend(iter);
+        set
+    }
+}
+
+impl<'a> FromIterator<&'a Capability> for CapabilitySet {
+    fn from_iter<I: IntoIterator<Item = &'a Capability>>(iter: I) -> Self {
+        iter.into_iter().copied().collect()
+    }
+}
+
+impl Extend<Capability> for CapabilitySet {
+    fn extend<I: IntoIterator<Item = Capability>>(&mut self, iter: I) {
+        for capability in iter {
+            self.insert(capability);
+        }
+    }
+}
+
+impl IntoIterator for CapabilitySet {
+    type Item = Capability;
+    type IntoIter = std::iter::Copied<std::slice::Iter<'static, Capability>>;
+    fn into_iter(self) -> Self::IntoIter {
+        // A static table of every subset: the iterator is a slice's, with nothing to own.
+        SUBSETS[usize::from(self.0 & 0b111)].iter().copied()
+    }
+}
+
+/// Every subset of [`Capability::ALL`], by bit pattern, in order.
+static SUBSETS: [&[Capability]; 8] = {
+    use Capability::{PushNotifications as P, StateTransitionHistory as H, Streaming as S};
+    [&[], &[S], &[P], &[S, P], &[H], &[S, H], &[P, H], &[S, P, H]]
+};
+
+impl fmt::Debug for CapabilitySet {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_set().entries(self.iter()).finish()
+    }
+}
+
+impl Serialize for CapabilitySet {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_seq(self.iter())
+    }
+}
+
+impl<'de> Deserialize<'de> for CapabilitySet {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        Ok(Vec::<Capability>::deserialize(deserializer)?
+            .into_iter()
+            .collect())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::{BTreeMap, BTreeSet};
+
+    use super::*;
+
+    #[test]
+    fn a_capability_map_reads_and_serializes_as_a_btree_map_does() {
+        let pairs = [
+            (Capability::StateTransitionHistory, 3),
+            (Capability::Streaming, 1),
+        ];
+        let map: CapabilityMap<i64> = pairs.into_iter().collect();
+        let tree: BTreeMap<Capability, i64> = pairs.into_iter().collect();
+        assert_eq!(
+            serde_json::to_string(&map).unwrap(),
+            serde_json::to_string(&tree).unwrap()
+        );
+        let back: CapabilityMap<i64> =
+            serde_json::from_str(&serde_json::to_string(&tree).unwrap()).unwrap();
+        assert_eq!(back, map);
+        assert_eq!(map.len(), 2);
+        assert_eq!(map.get(&Capability::Streaming), Some(&1));
+        assert!(!map.contains_key(&Capability::PushNotifications));
+        let order: Vec<Capability> = map.keys().copied().collect();
+        assert_eq!(order, tree.keys().copied().collect::<Vec<_>>());
+        let mut map = map;
+        assert_eq!(map.insert(Capability::Streaming, 7), Some(1));
+        assert_eq!(map.remove(&Capability::StateTransitionHistory), Some(3));
+        assert_eq!(
+            map.into_iter().collect::<Vec<_>>(),
+            vec![(Capability::Streaming, 7)]
+        );
+        assert!(serde_json::from_str::<CapabilityMap<i64>>(r#"{"nope": 1}"#).is_err());
+    }
+
+    #[test]
+    fn a_capability_set_is_a_btree_set_in_a_byte() {
+        for bits in 0u8..8 {
+            let members: Vec<Capability> = Capability::ALL
+                .into_iter()
+                .filter(|c| bits & (1 << c.index()) != 0)
+                .collect();
+            let set: CapabilitySet = members.iter().collect();
+            let tree: BTreeSet<Capability> = members.iter().copied().collect();
+            assert_eq!(set.into_iter().collect::<Vec<_>>(), members);
+            assert_eq!(set.iter().copied().collect::<Vec<_>>(), members);
+            assert_eq!(set.len(), tree.len());
+            assert_eq!(
+                serde_json::to_string(&set).unwrap(),
+                serde_json::to_string(&tree).unwrap()
+            );
+            let all: CapabilitySet = Capability::ALL.into_iter().collect();
+            assert!(set.is_subset(&all));
+            assert_eq!(all.is_subset(&set), bits == 0b111);
+        }
+        let mut set = CapabilitySet::new();
+        assert!(set.insert(Capability::PushNotifications));
+        assert!(!set.insert(Capability::PushNotifications));
+        assert!(set.remove(&Capability::PushNotifications));
+        assert!(set.is_empty());
+    }
+}

@@ -4,16 +4,16 @@
 //! (docs/trust-model.md, "Decisions"). Every condition is reported with a reason, `unknown` never
 //! counts as `pass`, and the answer is authoritative only when every condition passes.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use serde::Serialize;
 
-use super::capability::{Capability, CapabilityOutcome};
+use super::capability::{Capability, CapabilityMap, CapabilityOutcome, CapabilitySet};
 use super::demotion::DemotionClass;
 use super::gate::{EffectiveGate, GateState, ProbeStart, SubjectState};
 use super::ids::{ProbeRunId, SnapshotId};
-use super::time;
+use super::time::{self, Timestamp};
 use super::version::ProtocolVersion;
 
 mod facts;
@@ -52,13 +52,13 @@ pub enum CardTrust {
 /// One interface the card offers, as the decision needs it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct OfferedInterface {
-    pub url: String,
-    pub binding: String,
+    pub url: Box<str>,
+    pub binding: Box<str>,
     pub version: ProtocolVersion,
     /// Same scheme, host and port as the card's URL.
     pub same_origin: bool,
     /// Capabilities the card advertises for this interface (per card generation).
-    pub advertised: BTreeSet<Capability>,
+    pub advertised: CapabilitySet,
 }
 
 /// The latest card snapshot, reduced to what decisions read.
@@ -78,22 +78,94 @@ pub struct ProbeFacts {
     pub start: ProbeStart,
     /// `Ok` when submitted → working → exactly one terminal was observed with nothing after it;
     /// otherwise what was missing or wrong.
-    pub lifecycle: Result<(), String>,
+    pub lifecycle: Result<(), Box<str>>,
     /// Transitions that carried no (parseable) `status.timestamp`, e.g. `submitted (stream)`.
-    pub untimestamped: Vec<String>,
-    pub capabilities: BTreeMap<Capability, CapabilityOutcome>,
+    pub untimestamped: Box<[Box<str>]>,
+    pub capabilities: CapabilityMap<CapabilityOutcome>,
     /// Credentials kept the probe from the callee: why (the lifecycle is then unknown).
-    pub unexercised: Option<String>,
+    pub unexercised: Option<Box<str>>,
     /// The sha256 of the authenticated extended card the probe judged capabilities by.
-    pub extended_card: Option<String>,
+    pub extended_card: Option<Box<str>>,
 }
 
-/// The subject's folded ledger state and the ledger position it was folded up to.
+/// The subject's folded ledger state as the conditions read it, and the ledger position it
+/// was folded up to. Only what they read: the read model holds one per subject.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SubjectFacts {
-    pub state: SubjectState,
+    /// What callers are told of the gate ([`SubjectState::effective`]).
+    pub gate: EffectiveGate,
+    /// While the gate is `demoted` (whatever the card's trust): when, and for what.
+    pub demotion: Option<Box<Demotion>>,
+    /// Each capability the card advertises for the subject: since when, and the ledger seq of
+    /// the event that started the advertisement (`None` on states folded before seqs were
+    /// kept).
+    pub advertised: CapabilityMap<(Timestamp, Option<i64>)>,
     pub ledger_seq: i64,
-    pub ledger_hash: String,
+    pub ledger_hash: LedgerHash,
+}
+
+/// A demoted subject's last trigger and every class since it was last trusted.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Demotion {
+    pub at: Timestamp,
+    pub classes: BTreeSet<DemotionClass>,
+}
+
+impl SubjectFacts {
+    pub fn new(state: &SubjectState, ledger_seq: i64, ledger_hash: &str) -> Self {
+        Self {
+            gate: state.effective(),
+            demotion: match &state.gate {
+                GateState::Demoted { at, classes, .. } => Some(Box::new(Demotion {
+                    at: *at,
+                    classes: classes.clone(),
+                })),
+                GateState::CardTrusted | GateState::LifecycleTrusted => None,
+            },
+            advertised: state
+                .advertised
+                .iter()
+                .map(|(c, since)| (*c, (*since, state.advertised_seq.get(c).copied())))
+                .collect(),
+            ledger_seq,
+            ledger_hash: LedgerHash::new(ledger_hash),
+        }
+    }
+}
+
+/// The ledger hash a decision cites. The read model holds one per subject: as its 32 bytes it
+/// takes no allocation, where the 64 hex digits took a `String` and 64 B of heap. Any other
+/// text (the ledger only writes lowercase hex, but a decision cites what is stored) is kept
+/// as it is, so it is always written back exactly.
+#[derive(Clone, PartialEq, Eq)]
+pub enum LedgerHash {
+    Sha256([u8; 32]),
+    Other(Box<str>),
+}
+
+impl LedgerHash {
+    pub fn new(text: &str) -> Self {
+        let mut bytes = [0u8; 32];
+        match hex::decode_to_slice(text, &mut bytes) {
+            Ok(()) if hex::encode(bytes) == text => Self::Sha256(bytes),
+            _ => Self::Other(text.into()),
+        }
+    }
+}
+
+impl std::fmt::Display for LedgerHash {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Sha256(bytes) => f.write_str(&hex::encode(bytes)),
+            Self::Other(text) => f.write_str(text),
+        }
+    }
+}
+
+impl std::fmt::Debug for LedgerHash {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        std::fmt::Display::fmt(self, f)
+    }
 }
 
 /// Everything one decision reads.
@@ -177,7 +249,7 @@ pub fn evaluate(posture: &Posture, input: &DecisionInput) -> Decision {
         if card_untrusted {
             EffectiveGate::Untrusted
         } else {
-            s.state.effective()
+            s.gate
         }
     });
     Decision {
@@ -188,7 +260,7 @@ pub fn evaluate(posture: &Posture, input: &DecisionInput) -> Decision {
             card_snapshot_id: input.card.as_deref().map(|c| c.snapshot_id),
             probe_run_id: input.probe.as_ref().map(|p| p.probe_run_id),
             ledger_seq: input.subject.as_ref().map(|s| s.ledger_seq),
-            ledger_hash: input.subject.as_ref().map(|s| s.ledger_hash.clone()),
+            ledger_hash: input.subject.as_ref().map(|s| s.ledger_hash.to_string()),
         },
     }
 }
@@ -417,8 +489,8 @@ fn capability(
     };
     // Advertised since the probe started, in ledger order: the probe says nothing about it.
     let advertised = input.subject.as_ref().and_then(|s| {
-        let since = *s.state.advertised.get(&cap)?;
-        Some((s.state.advertised_seq.get(&cap).copied(), since))
+        let (since, seq) = *s.advertised.get(&cap)?;
+        Some((seq, since))
     });
     if let Some((seq, since)) =
         advertised.filter(|(seq, since)| !probe.start.is_after(*seq, Some(*since)))
@@ -484,7 +556,7 @@ fn not_demoted(posture: &Posture, subject: Option<&SubjectFacts>) -> Condition {
             format!("the callee has no subject for {}", posture.caller_version),
         );
     };
-    let GateState::Demoted { at, classes, .. } = &subject.state.gate else {
+    let Some(Demotion { at, classes }) = subject.demotion.as_deref() else {
         return cond(ID, Pass, "the subject has not been demoted");
     };
     let applicable: Vec<&str> = classes

@@ -6,12 +6,12 @@
 //! demotion. A card that stops verifying overlays `untrusted` without erasing the gate, because
 //! card trust and lifecycle trust are separate facts.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
-use super::capability::Capability;
+use super::capability::CapabilityMap;
 use super::demotion::DemotionClass;
 use super::ids::CalleeId;
 use super::ledger::{EventBody, EventRecord, NewEvent};
@@ -101,10 +101,10 @@ pub struct SubjectState {
     pub withdrawn: bool,
     /// Capabilities the card advertises for this subject, each with the start of its current
     /// uninterrupted advertisement (for people; rules use `advertised_seq`).
-    pub advertised: BTreeMap<Capability, Timestamp>,
+    pub advertised: CapabilityMap<Timestamp>,
     /// The ledger seq of the event that started each current advertisement: a probe that
     /// started before it says nothing about the capability.
-    pub advertised_seq: BTreeMap<Capability, i64>,
+    pub advertised_seq: CapabilityMap<i64>,
 }
 
 /// The stored form of [`SubjectState`]: the gate's kind and its demotion side by side, as
@@ -118,9 +118,9 @@ struct StoredSubjectState {
     demotion_classes: BTreeSet<DemotionClass>,
     card_untrusted: Option<String>,
     withdrawn: bool,
-    advertised: BTreeMap<Capability, Timestamp>,
+    advertised: CapabilityMap<Timestamp>,
     #[serde(default)]
-    advertised_seq: BTreeMap<Capability, i64>,
+    advertised_seq: CapabilityMap<i64>,
 }
 
 impl TryFrom<StoredSubjectState> for SubjectState {
@@ -247,8 +247,8 @@ impl SubjectState {
                 next.advertised_seq.clear();
             }
             EventBody::CapabilityAdvertised { capability, .. } => {
-                next.advertised.entry(*capability).or_insert(at);
-                next.advertised_seq.entry(*capability).or_insert(seq);
+                next.advertised.get_or_insert(*capability, at);
+                next.advertised_seq.get_or_insert(*capability, seq);
             }
             EventBody::CapabilityWithdrawn { capability, .. } => {
                 next.advertised.remove(capability);
@@ -402,6 +402,7 @@ impl Subject {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::domain::capability::Capability;
     use crate::domain::ids::{ProbeRunId, ReportId, SnapshotId};
     use chrono::{TimeZone, Utc};
 

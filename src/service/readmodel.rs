@@ -46,8 +46,9 @@ struct Inner {
     callees: RwLock<HashMap<CalleeId, Arc<CalleeInputs>>>,
     /// Callees by their normalized card URL (`CardUrl`'s form, as registration stores it), so
     /// a caller that knows only the URL is answered from memory too. A callee's URL never
-    /// changes and callees are never deleted: entries are only added.
-    card_urls: RwLock<HashMap<String, CalleeId>>,
+    /// changes and callees are never deleted: entries are only added. Keyed by the URL's
+    /// digest ([`url_key`]), not its text: no allocation per callee.
+    card_urls: RwLock<HashMap<UrlKey, CalleeId>>,
     /// Live keys by the hash of their secret.
     keys: RwLock<HashMap<String, Arc<ApiKey>>>,
     /// The last change row applied and the ledger seq everything applied reflects.
@@ -59,13 +60,13 @@ struct Inner {
     loaded: AtomicBool,
 }
 
-/// One callee's decision inputs, ready to evaluate: per subject, and for any version the callee
-/// has no subject for. A callee has a handful of versions at most, so they are a boxed slice
-/// searched in order: a hash map's smallest table holds four entries, which cost about 1 KB
-/// per subject at a million subjects (BENCHMARKS.md, issue 30).
+/// One callee's decision inputs, ready to evaluate, per subject; and its card facts, for a
+/// version it has no subject for. A callee has a handful of versions at most, so they are a
+/// boxed slice searched in order: a hash map's smallest table holds four entries, which cost
+/// about 1 KB per subject at a million subjects (BENCHMARKS.md, issue 30).
 #[derive(Debug, Clone, PartialEq)]
 struct CalleeInputs {
-    no_subject: DecisionInput,
+    card: Option<Arc<CardFacts>>,
     subjects: Box<[(ProtocolVersion, DecisionInput)]>,
 }
 
@@ -86,12 +87,24 @@ impl CalleeInputs {
             .collect();
         // One order whichever way the store listed them, so that equal models compare equal.
         subjects.sort_by_key(|(version, _)| *version);
-        let subjects = subjects.into_boxed_slice();
         Self {
-            no_subject: decision::input(card.as_ref(), None, None),
-            subjects,
+            card,
+            subjects: subjects.into_boxed_slice(),
         }
     }
+}
+
+/// A card URL as the model keys it: the first 128 bits of its SHA-256. Two registered URLs
+/// sharing one would take some 2^64 attempts to find, both the finder's own; matching
+/// somebody else's URL, 2^128.
+type UrlKey = [u8; 16];
+
+fn url_key(url: &str) -> UrlKey {
+    use sha2::{Digest, Sha256};
+    let digest = Sha256::digest(url.as_bytes());
+    let mut key = UrlKey::default();
+    key.copy_from_slice(&digest[..16]);
+    key
 }
 
 /// How a ledger seq stands with the model.
@@ -184,17 +197,23 @@ impl ReadModel {
     /// The decision for `posture` about `callee`, or `None` if no such callee is known.
     pub fn decide(&self, callee: CalleeId, posture: &Posture) -> Option<Decision> {
         let inputs = read(&self.inner.callees).get(&callee).cloned()?;
-        let input = inputs
+        let decision = match inputs
             .subjects
             .iter()
             .find(|(version, _)| *version == posture.caller_version)
-            .map_or(&inputs.no_subject, |(_, input)| input);
-        Some(decision::evaluate(posture, input))
+        {
+            Some((_, input)) => decision::evaluate(posture, input),
+            // No subject for the caller's version: what the card alone says.
+            None => decision::evaluate(posture, &decision::input(inputs.card.as_ref(), None, None)),
+        };
+        Some(decision)
     }
 
     /// The callee registered with `card_url`, if this model knows it.
     pub fn callee_by_card_url(&self, card_url: &CardUrl) -> Option<CalleeId> {
-        read(&self.inner.card_urls).get(card_url.as_str()).copied()
+        read(&self.inner.card_urls)
+            .get(&url_key(card_url.as_str()))
+            .copied()
     }
 
     /// The live key whose secret hashes to `key_hash`.
@@ -324,7 +343,7 @@ impl ReadModel {
         // applied on top by the next catch-up.
         let head = store.feed_head().await?;
         let mut fresh: HashMap<CalleeId, Arc<CalleeInputs>> = HashMap::new();
-        let mut urls: HashMap<String, CalleeId> = HashMap::new();
+        let mut urls: HashMap<UrlKey, CalleeId> = HashMap::new();
         let mut after = None;
         loop {
             let ids = store.callee_ids(after, LOAD_PAGE).await?;
@@ -333,7 +352,7 @@ impl ReadModel {
             };
             let (inputs, card_urls) = self.load_range(from, to, &ids).await?;
             fresh.extend(inputs);
-            urls.extend(card_urls.into_iter().map(|(id, url)| (url, id)));
+            urls.extend(card_urls.into_iter().map(|(id, url)| (url_key(&url), id)));
             after = Some(to);
         }
         *write(&self.inner.callees) = fresh;
@@ -351,7 +370,8 @@ impl ReadModel {
         }
         let (inputs, card_urls) = self.load_range(id, id, &[id]).await?;
         write(&self.inner.callees).extend(inputs);
-        write(&self.inner.card_urls).extend(card_urls.into_iter().map(|(id, url)| (url, id)));
+        write(&self.inner.card_urls)
+            .extend(card_urls.into_iter().map(|(id, url)| (url_key(&url), id)));
         Ok(())
     }
 

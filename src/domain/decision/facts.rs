@@ -2,14 +2,13 @@
 //! folded state and its newest finished probe become one [`DecisionInput`]. Pure, so the
 //! in-memory read model and a decision read straight from the store reduce the same way.
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 use url::Url;
 
 use super::{CardFacts, CardTrust, DecisionInput, OfferedInterface, ProbeFacts, SubjectFacts};
-use crate::domain::capability::{Capability, CapabilityOutcome};
+use crate::domain::capability::{CapabilityMap, CapabilityOutcome};
 use crate::domain::card::signature::SignatureVerdict;
 use crate::domain::card::{CardSnapshot, origin_text};
 use crate::domain::gate::{ProbeStart, Subject};
@@ -22,7 +21,7 @@ use crate::domain::probe::{Judgement, ProbeRun};
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct JudgementFacts {
     pub verdict: VerdictFacts,
-    pub capabilities: BTreeMap<Capability, CapabilityOutcome>,
+    pub capabilities: CapabilityMap<CapabilityOutcome>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -44,7 +43,11 @@ impl From<&Judgement> for JudgementFacts {
                 unexercised: j.verdict.unexercised.clone(),
                 extended_card: j.verdict.extended_card.clone(),
             },
-            capabilities: j.capabilities.clone(),
+            capabilities: j
+                .capabilities
+                .iter()
+                .map(|(c, o)| (*c, o.clone()))
+                .collect(),
         }
     }
 }
@@ -55,11 +58,17 @@ impl JudgementFacts {
         ProbeFacts {
             probe_run_id: id,
             start,
-            lifecycle: self.verdict.lifecycle,
-            untimestamped: self.verdict.untimestamped,
+            // Boxed: exact-sized, and a word smaller each, held per subject in the read model.
+            lifecycle: self.verdict.lifecycle.map_err(String::into_boxed_str),
+            untimestamped: self
+                .verdict
+                .untimestamped
+                .into_iter()
+                .map(String::into_boxed_str)
+                .collect(),
             capabilities: self.capabilities,
-            unexercised: self.verdict.unexercised,
-            extended_card: self.verdict.extended_card,
+            unexercised: self.verdict.unexercised.map(String::into_boxed_str),
+            extended_card: self.verdict.extended_card.map(String::into_boxed_str),
         }
     }
 }
@@ -90,11 +99,11 @@ pub fn card_facts(snapshot: &CardSnapshot) -> CardFacts {
         .iter()
         .flat_map(|card| {
             card.interfaces.iter().map(|i| OfferedInterface {
-                url: i.url.clone(),
-                binding: i.binding.clone(),
+                url: i.url.as_str().into(),
+                binding: i.binding.as_str().into(),
                 version: i.version,
                 same_origin: card_url.as_ref().is_some_and(|u| i.same_origin_as(u)),
-                advertised: card.advertised_for(i.version),
+                advertised: card.advertised_for(i.version).into_iter().collect(),
             })
         })
         .collect();
@@ -139,11 +148,7 @@ pub fn input(
     );
     DecisionInput {
         card,
-        subject: subject.map(|s| SubjectFacts {
-            state: s.state.clone(),
-            ledger_seq: s.last_seq,
-            ledger_hash: s.last_hash.clone(),
-        }),
+        subject: subject.map(|s| SubjectFacts::new(&s.state, s.last_seq, &s.last_hash)),
         probe,
     }
 }

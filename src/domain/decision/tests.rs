@@ -58,18 +58,15 @@ fn subject(gate: GateKind, classes: &[DemotionClass], caps: &[(Capability, i64)]
             classes: classes.iter().copied().collect(),
         },
     };
-    SubjectFacts {
-        state: SubjectState {
-            gate,
-            card_untrusted: None,
-            withdrawn: false,
-            // Each advertisement began with the event at ledger seq `at`, at `at` seconds.
-            advertised: caps.iter().map(|(c, at)| (*c, t(*at))).collect(),
-            advertised_seq: caps.iter().map(|(c, at)| (*c, *at)).collect(),
-        },
-        ledger_seq: 7,
-        ledger_hash: "ab".repeat(32),
-    }
+    let state = SubjectState {
+        gate,
+        card_untrusted: None,
+        withdrawn: false,
+        // Each advertisement began with the event at ledger seq `at`, at `at` seconds.
+        advertised: caps.iter().map(|(c, at)| (*c, t(*at))).collect(),
+        advertised_seq: caps.iter().map(|(c, at)| (*c, *at)).collect(),
+    };
+    SubjectFacts::new(&state, 7, &"ab".repeat(32))
 }
 
 fn probe(
@@ -84,8 +81,8 @@ fn probe(
             head_seq: Some(100),
             at: t(100),
         },
-        lifecycle: lifecycle.map_err(str::to_string),
-        untimestamped: untimestamped.iter().map(|s| s.to_string()).collect(),
+        lifecycle: lifecycle.map_err(Box::from),
+        untimestamped: untimestamped.iter().map(|s| (*s).into()).collect(),
         capabilities: caps.iter().cloned().collect(),
         unexercised: None,
         extended_card: None,
@@ -254,14 +251,14 @@ fn cases() -> Vec<(&'static str, Posture, Tweak, &'static str, ConditionStatus)>
         (
             "missing timestamp fails a timestamp-dedup caller",
             strict(),
-            |i| i.probe.as_mut().unwrap().untimestamped = vec!["submitted (stream)".into()],
+            |i| i.probe.as_mut().unwrap().untimestamped = ["submitted (stream)".into()].into(),
             "lifecycle-probe",
             Fail,
         ),
         (
             "dedup=none does not require timestamps",
             relaxed(),
-            |i| i.probe.as_mut().unwrap().untimestamped = vec!["submitted (stream)".into()],
+            |i| i.probe.as_mut().unwrap().untimestamped = ["submitted (stream)".into()].into(),
             "lifecycle-probe",
             Pass,
         ),
@@ -285,7 +282,7 @@ fn cases() -> Vec<(&'static str, Posture, Tweak, &'static str, ConditionStatus)>
             strict(),
             |i| {
                 i.card = Some(card(vec![interface("1.0", true, &[])]));
-                i.probe.as_mut().unwrap().extended_card = Some("ab".repeat(32));
+                i.probe.as_mut().unwrap().extended_card = Some("ab".repeat(32).into());
             },
             "capability:streaming",
             Pass,
@@ -301,9 +298,11 @@ fn cases() -> Vec<(&'static str, Posture, Tweak, &'static str, ConditionStatus)>
             "advertised since the last probe is unknown",
             strict(),
             |i| {
-                let state = &mut i.subject.as_mut().unwrap().state;
-                state.advertised.insert(Capability::Streaming, t(200));
-                state.advertised_seq.insert(Capability::Streaming, 200);
+                i.subject
+                    .as_mut()
+                    .unwrap()
+                    .advertised
+                    .insert(Capability::Streaming, (t(200), Some(200)));
             },
             "capability:streaming",
             Unknown,
@@ -312,9 +311,11 @@ fn cases() -> Vec<(&'static str, Posture, Tweak, &'static str, ConditionStatus)>
             "advertised after the probe in ledger order, on a clock that runs behind: unknown",
             strict(),
             |i| {
-                let state = &mut i.subject.as_mut().unwrap().state;
-                state.advertised.insert(Capability::Streaming, t(50));
-                state.advertised_seq.insert(Capability::Streaming, 150);
+                i.subject
+                    .as_mut()
+                    .unwrap()
+                    .advertised
+                    .insert(Capability::Streaming, (t(50), Some(150)));
             },
             "capability:streaming",
             Unknown,
@@ -323,9 +324,11 @@ fn cases() -> Vec<(&'static str, Posture, Tweak, &'static str, ConditionStatus)>
             "advertised before the probe in ledger order, on a clock that runs ahead: pass",
             strict(),
             |i| {
-                let state = &mut i.subject.as_mut().unwrap().state;
-                state.advertised.insert(Capability::Streaming, t(150));
-                state.advertised_seq.insert(Capability::Streaming, 50);
+                i.subject
+                    .as_mut()
+                    .unwrap()
+                    .advertised
+                    .insert(Capability::Streaming, (t(150), Some(50)));
             },
             "capability:streaming",
             Pass,
@@ -500,7 +503,7 @@ fn a_card_trusted_subject_with_untimestamped_submit_is_authoritative_only_withou
         &[],
         &[(Capability::Streaming, 0)],
     ));
-    input.probe.as_mut().unwrap().untimestamped = vec!["submitted (response)".into()];
+    input.probe.as_mut().unwrap().untimestamped = ["submitted (response)".into()].into();
     let strict = evaluate(&posture("1.0", Dedup::Timestamp, &[]), &input);
     let relaxed = evaluate(&posture("1.0", Dedup::None, &[]), &input);
     assert!(!strict.authoritative);
@@ -536,4 +539,24 @@ fn state_transition_history_on_a_v1_interface_explains_its_removal() {
         .unwrap();
     assert_eq!(c.status, Fail);
     assert!(c.reason.contains("v1.0 removed it"), "{}", c.reason);
+}
+
+/// The read model holds one input per subject (a million of them, issue 30): it stays within
+/// the allocator's 384-byte class (with its version beside it), where it was 456 bytes.
+#[test]
+fn a_decision_input_stays_small() {
+    let entry = std::mem::size_of::<(crate::domain::version::ProtocolVersion, DecisionInput)>();
+    assert!(entry <= 384, "{entry} bytes");
+}
+
+#[test]
+fn a_ledger_hash_is_cited_exactly_as_stored() {
+    let hex = "0123456789abcdef".repeat(4);
+    assert!(matches!(LedgerHash::new(&hex), LedgerHash::Sha256(_)));
+    assert_eq!(LedgerHash::new(&hex).to_string(), hex);
+    // Not what the ledger writes, but cited as it is.
+    for odd in [hex.to_uppercase(), "abc".to_string(), String::new()] {
+        assert!(matches!(LedgerHash::new(&odd), LedgerHash::Other(_)));
+        assert_eq!(LedgerHash::new(&odd).to_string(), odd);
+    }
 }
