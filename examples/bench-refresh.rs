@@ -206,6 +206,7 @@ async fn main() -> anyhow::Result<()> {
                 uncovered: vec![],
             },
             source: cardgate::domain::card::SnapshotSource::Public,
+            raw_pruned_at: None,
         };
         let event = NewEvent {
             callee_id: callee.id,

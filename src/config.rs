@@ -447,6 +447,11 @@ pub struct ScheduleArgs {
     /// findings and transitions stay). 0 keeps every transcript.
     #[arg(long, env = "CARDGATE_KEEP_TRANSCRIPTS", default_value_t = ScheduleSettings::default().keep_transcripts)]
     pub keep_transcripts: u32,
+    /// Public card snapshots kept whole per callee: older ones lose their raw bytes unless
+    /// the ledger cites them as the card a subject started from or whose trust changed (their
+    /// hash and assessment stay). 0 keeps every snapshot.
+    #[arg(long, env = "CARDGATE_KEEP_SNAPSHOTS", default_value_t = ScheduleSettings::default().keep_snapshots)]
+    pub keep_snapshots: u32,
 
     /// Queue probes when registration or a refresh reveals a new version or capability.
     #[arg(long, env = "CARDGATE_PROBE_ON_CHANGE", default_value_t = CardPolicy::default().probe_on_change, action = clap::ArgAction::Set)]
@@ -462,6 +467,7 @@ impl ScheduleArgs {
             stale_after: Duration::from_secs(self.probe_stale_after_secs),
             job_retention: Duration::from_secs(self.job_retention_secs),
             keep_transcripts: self.keep_transcripts,
+            keep_snapshots: self.keep_snapshots,
             ..ScheduleSettings::default()
         })
     }

@@ -1,11 +1,15 @@
 //! What retention may drop. A finished probe run's transcript (its raw exchanges, the bulk of
 //! what a run stores) is kept while the run is one of the newest of its subject, and for as
-//! long as the ledger cites the run as evidence: a promotion or a demotion it caused. Pure:
-//! the store lists candidates and the events, this decides.
+//! long as the ledger cites the run as evidence: a promotion or a demotion it caused. A public
+//! card snapshot's raw bytes are kept while the snapshot is one of its callee's newest, and for
+//! as long as the ledger cites it as the card a subject started from or whose trust changed.
+//! Pure: the store lists candidates and the events, this decides.
 
 use std::collections::BTreeSet;
 
-use super::ids::ProbeRunId;
+use serde_json::Value;
+
+use super::ids::{ProbeRunId, SnapshotId};
 
 /// A finished run past its subject's newest, with the ledger events it appended.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -37,9 +41,54 @@ pub fn seq_span(candidates: &[Candidate]) -> Option<(i64, i64)> {
     (min <= max).then_some((min, max))
 }
 
+/// The ledger kinds that cite a snapshot as evidence: the card a subject started from, and the
+/// cards its trust was lost, restored or withdrawn on. Republished cards and capability changes
+/// cite their snapshot too, but move no gate: past the newest few, their bytes go, and the
+/// `sha256` the event and the snapshot keep still names them.
+pub const SNAPSHOT_EVIDENCE_KINDS: [&str; 4] = [
+    "version-appeared",
+    "version-withdrawn",
+    "card-untrusted",
+    "card-trust-restored",
+];
+
+/// The snapshot an event's `data` cites, if any.
+pub fn cited_snapshot(data: &Value) -> Option<SnapshotId> {
+    let id: uuid::Uuid = data.get("snapshot_id")?.as_str()?.parse().ok()?;
+    Some(id.into())
+}
+
+/// The snapshots whose bytes may go: the candidates no evidence event cites.
+pub fn prunable_snapshots(
+    candidates: &[SnapshotId],
+    cited: &BTreeSet<SnapshotId>,
+) -> Vec<SnapshotId> {
+    candidates
+        .iter()
+        .filter(|s| !cited.contains(s))
+        .copied()
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_snapshot_cited_as_evidence_keeps_its_bytes() {
+        let (a, b, c) = (SnapshotId::new(), SnapshotId::new(), SnapshotId::new());
+        let cited: BTreeSet<SnapshotId> = [
+            serde_json::json!({"snapshot_id": a.to_string(), "advertised": []}),
+            serde_json::json!({"snapshot_id": null, "reason": "fetch failed"}),
+            serde_json::json!({"probe_run_id": ProbeRunId::new().to_string()}),
+            serde_json::json!({"snapshot_id": "not an id"}),
+        ]
+        .iter()
+        .filter_map(cited_snapshot)
+        .collect();
+        assert_eq!(cited, BTreeSet::from([a]));
+        assert_eq!(prunable_snapshots(&[a, b, c], &cited), vec![b, c]);
+    }
 
     #[test]
     fn a_run_cited_as_evidence_keeps_its_transcript() {

@@ -46,6 +46,9 @@ pub struct SnapshotSummary {
     /// Card fields the signature does not cover (legacy fields on hybrid cards, unknown fields,
     /// the unprotected `header`, requirements erased as empty), so "signed" never overstates.
     pub uncovered_fields: Vec<String>,
+    /// When retention dropped the raw bytes (`sha256` still names them); absent while they
+    /// are kept.
+    pub raw_pruned_at: Option<DateTime<Utc>>,
 }
 
 #[derive(Debug, Serialize, ToSchema)]
@@ -71,9 +74,10 @@ pub struct SnapshotView {
     pub last_modified: Option<String>,
     /// The normalized view of the card, when it parsed.
     pub card: Option<CardView>,
-    /// The bytes exactly as served, when they are UTF-8 (cards are JSON, so normally yes).
+    /// The bytes exactly as served, when they are UTF-8 (cards are JSON, so normally yes);
+    /// absent once retention pruned them (`raw_pruned_at`).
     pub raw_text: Option<String>,
-    /// The bytes exactly as served, base64.
+    /// The bytes exactly as served, base64; empty once retention pruned them.
     pub raw_base64: String,
 }
 
@@ -200,6 +204,7 @@ impl From<&CardSnapshot> for SnapshotSummary {
                 .map(|c| c.versions().iter().map(ToString::to_string).collect())
                 .unwrap_or_default(),
             uncovered_fields: a.uncovered.clone(),
+            raw_pruned_at: s.raw_pruned_at,
         }
     }
 }
@@ -306,7 +311,11 @@ pub async fn get_card(
             .card
             .as_ref()
             .map(|c| card_view(c, &snapshot.url)),
-        raw_text: String::from_utf8(snapshot.raw.clone()).ok(),
+        raw_text: snapshot
+            .raw_pruned_at
+            .is_none()
+            .then(|| String::from_utf8(snapshot.raw.clone()).ok())
+            .flatten(),
         raw_base64: STANDARD.encode(&snapshot.raw),
     }))
 }

@@ -87,6 +87,8 @@ pub struct ScheduleSettings {
     pub job_retention: Duration,
     /// Probe transcripts kept per subject (service::retention); 0 keeps them all.
     pub keep_transcripts: u32,
+    /// Public card snapshots kept whole per callee (service::retention); 0 keeps them all.
+    pub keep_snapshots: u32,
 }
 
 impl Default for ScheduleSettings {
@@ -99,6 +101,7 @@ impl Default for ScheduleSettings {
             sweep_limit: 50_000,
             job_retention: Duration::from_secs(24 * 3600),
             keep_transcripts: 10,
+            keep_snapshots: 10,
         }
     }
 }
@@ -181,11 +184,21 @@ pub async fn refresh_sweep(
     let pruned = retention::prune(services, settings.keep_transcripts, PRUNE_PER_SWEEP)
         .await
         .context("pruning probe transcripts")?;
-    if pruned.transcripts > 0 {
+    if pruned.dropped > 0 {
         tracing::info!(
             examined = pruned.examined,
-            pruned = pruned.transcripts,
+            pruned = pruned.dropped,
             "pruned probe transcripts"
+        );
+    }
+    let pruned = retention::prune_snapshots(services, settings.keep_snapshots, PRUNE_PER_SWEEP)
+        .await
+        .context("pruning card snapshots")?;
+    if pruned.dropped > 0 {
+        tracing::info!(
+            examined = pruned.examined,
+            pruned = pruned.dropped,
+            "pruned card snapshots' raw bytes"
         );
     }
     let due = services

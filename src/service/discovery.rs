@@ -398,6 +398,7 @@ pub fn snapshot(
         last_modified,
         assessment,
         source: crate::domain::card::SnapshotSource::Public,
+        raw_pruned_at: None,
     }
 }
 

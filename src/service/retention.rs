@@ -1,11 +1,17 @@
 //! Retention: probe transcripts are what grows without bound (up to 2 MiB a run, a run a week
-//! per subject). Each pass drops, in bounded batches, the transcripts of finished runs past
-//! their subject's newest `keep`, except those of runs the ledger cites as evidence (a
-//! promotion or a demotion they caused): `domain::retention` decides, the store does. The
+//! per subject), and card snapshots after them (a card that changes at every refresh is a
+//! snapshot every few minutes). Each pass drops, in bounded batches, the transcripts of
+//! finished runs past their subject's newest `keep`, except those of runs the ledger cites as
+//! evidence (a promotion or a demotion they caused), and the raw bytes of public snapshots
+//! past their callee's newest `keep`, except those the ledger cites as the card a subject
+//! started from or whose trust changed: `domain::retention` decides, the store does. The
 //! ledger, its tree and its proofs are never pruned, nor any run's verdict, findings or
-//! observed transitions.
+//! observed transitions, nor any snapshot's hash and assessment.
+
+use std::collections::BTreeSet;
 
 use super::{ServiceError, Services};
+use crate::domain::ids::{CalleeId, SnapshotId};
 use crate::domain::retention;
 
 /// Runs read per batch.
@@ -14,10 +20,10 @@ const BATCH: u32 = 500;
 /// What one pass did.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
 pub struct Pruned {
-    /// Runs past the newest `keep` that still held a transcript.
+    /// Runs (or snapshots) past the newest `keep` that still held a transcript (raw bytes).
     pub examined: u64,
-    /// Transcripts dropped.
-    pub transcripts: u64,
+    /// Transcripts (snapshots' raw bytes) dropped.
+    pub dropped: u64,
 }
 
 /// One pass: at most `max_runs` candidate runs examined, oldest first. `keep` of 0 keeps
@@ -41,7 +47,46 @@ pub async fn prune(services: &Services, keep: u32, max_runs: u64) -> Result<Prun
             None => Default::default(),
         };
         let runs = retention::prunable(&candidates, &evidence);
-        pruned.transcripts += store.prune_transcripts(&runs, services.now()).await?;
+        pruned.dropped += store.prune_transcripts(&runs, services.now()).await?;
+        if candidates.len() < BATCH as usize {
+            break;
+        }
+    }
+    Ok(pruned)
+}
+
+/// One pass over the public card snapshots: at most `max_snapshots` candidates examined,
+/// oldest first. `keep` of 0 keeps everything.
+pub async fn prune_snapshots(
+    services: &Services,
+    keep: u32,
+    max_snapshots: u64,
+) -> Result<Pruned, ServiceError> {
+    let mut pruned = Pruned::default();
+    if keep == 0 {
+        return Ok(pruned);
+    }
+    let store = &services.store;
+    let mut after = None;
+    while pruned.examined < max_snapshots {
+        let candidates = store.snapshots_past_retention(keep, after, BATCH).await?;
+        let Some(&(last, _)) = candidates.last() else {
+            break;
+        };
+        after = Some(last);
+        pruned.examined += candidates.len() as u64;
+        let callees: BTreeSet<CalleeId> = candidates.iter().map(|(_, c)| *c).collect();
+        let callees: Vec<CalleeId> = callees.into_iter().collect();
+        let cited: BTreeSet<SnapshotId> = store
+            .event_data(&callees, &retention::SNAPSHOT_EVIDENCE_KINDS)
+            .await?
+            .iter()
+            .filter_map(|data| serde_json::from_str(data).ok())
+            .filter_map(|data| retention::cited_snapshot(&data))
+            .collect();
+        let ids: Vec<SnapshotId> = candidates.iter().map(|(id, _)| *id).collect();
+        let snapshots = retention::prunable_snapshots(&ids, &cited);
+        pruned.dropped += store.prune_snapshots(&snapshots, services.now()).await?;
         if candidates.len() < BATCH as usize {
             break;
         }

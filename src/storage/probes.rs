@@ -743,7 +743,8 @@ impl Store {
         Ok(rows.into_iter().map(|(seq,)| seq).collect())
     }
 
-    /// Drops these runs' transcripts, recording when; returns how many were dropped.
+    /// Drops these runs' transcripts (and the raw bytes of the extended cards they fetched),
+    /// recording when; returns how many transcripts were dropped.
     pub async fn prune_transcripts(
         &self,
         runs: &[ProbeRunId],
@@ -762,6 +763,16 @@ impl Store {
                 .execute(&mut *tx)
                 .await?
                 .rows_affected();
+                // The extended card it fetched goes with it.
+                sqlx::query(
+                    "update card_snapshots set raw = $3, raw_pruned_at = $2 \
+                     where probe_run_id = $1 and kind = 'extended' and raw_pruned_at is null",
+                )
+                .bind(run.0)
+                .bind(now)
+                .bind(Vec::<u8>::new())
+                .execute(&mut *tx)
+                .await?;
             }
             tx.commit().await?;
             Ok(pruned)

@@ -21,6 +21,7 @@ pub(super) struct SnapshotRow {
     assessment: String,
     kind: String,
     probe_run_id: Option<Uuid>,
+    raw_pruned_at: Option<DateTime<Utc>>,
 }
 
 impl TryFrom<SnapshotRow> for CardSnapshot {
@@ -44,6 +45,7 @@ impl TryFrom<SnapshotRow> for CardSnapshot {
                 },
                 (kind, _) => return Err(StoreError::corrupt(format!("snapshot kind {kind}"))),
             },
+            raw_pruned_at: row.raw_pruned_at,
         })
     }
 }
@@ -51,7 +53,7 @@ impl TryFrom<SnapshotRow> for CardSnapshot {
 macro_rules! snapshot_columns {
     () => {
         "id, callee_id, fetched_at, url, sha256, raw, etag, last_modified, assessment, kind, \
-         probe_run_id"
+         probe_run_id, raw_pruned_at"
     };
 }
 
@@ -59,7 +61,7 @@ macro_rules! snapshot_columns {
 macro_rules! snapshot_summary_columns {
     () => {
         "id, callee_id, fetched_at, url, sha256, substr(raw, 1, 0) as raw, etag, last_modified, \
-         assessment, kind, probe_run_id"
+         assessment, kind, probe_run_id, raw_pruned_at"
     };
 }
 
@@ -75,11 +77,12 @@ where
     Vec<u8>: for<'q> sqlx::Encode<'q, DB> + sqlx::Type<DB>,
     bool: for<'q> sqlx::Encode<'q, DB> + sqlx::Type<DB>,
     DateTime<Utc>: for<'q> sqlx::Encode<'q, DB> + sqlx::Type<DB>,
+    Option<DateTime<Utc>>: for<'q> sqlx::Encode<'q, DB> + sqlx::Type<DB>,
 {
     sqlx::query(concat!(
         "insert into card_snapshots (",
         snapshot_columns!(),
-        ", trusted) values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)"
+        ", trusted) values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)"
     ))
     .bind(s.id.0)
     .bind(s.callee_id.0)
@@ -92,6 +95,7 @@ where
     .bind(serde_json::to_string(&s.assessment).expect("assessments serialize"))
     .bind(s.source.kind().to_string())
     .bind(s.source.probe_run_id().map(|run| run.0))
+    .bind(s.raw_pruned_at)
     .bind(s.assessment.trusted)
 }
 

@@ -233,4 +233,99 @@ impl Store {
         })?;
         row.try_into()
     }
+
+    /// Public snapshots past their callee's newest `keep` that still hold their bytes, in id
+    /// order after `after`: retention's candidates, with their callees.
+    pub async fn snapshots_past_retention(
+        &self,
+        keep: u32,
+        after: Option<SnapshotId>,
+        limit: u32,
+    ) -> Result<Vec<(SnapshotId, CalleeId)>, StoreError> {
+        let rows: Vec<(Uuid, Uuid)> = dispatch!(self, |pool| {
+            sqlx::query_as(
+                "select id, callee_id from (select id, callee_id, \
+                 raw_pruned_at is null as held, row_number() over \
+                 (partition by callee_id order by id desc) as n \
+                 from card_snapshots where kind = 'public') ranked \
+                 where n > $1 and held and id > $3 order by id limit $2",
+            )
+            .bind(i64::from(keep))
+            .bind(i64::from(limit))
+            .bind(after.map_or(Uuid::nil(), |id| id.0))
+            .fetch_all(pool)
+            .await
+        })?;
+        Ok(rows
+            .into_iter()
+            .map(|(id, callee)| (id.into(), callee.into()))
+            .collect())
+    }
+
+    /// The `data` of every event about `callees` of one of `kinds`, as stored.
+    pub async fn event_data(
+        &self,
+        callees: &[CalleeId],
+        kinds: &[&str],
+    ) -> Result<Vec<String>, StoreError> {
+        if callees.is_empty() || kinds.is_empty() {
+            return Ok(Vec::new());
+        }
+        dispatch!(self, |pool| {
+            let mut data = Vec::new();
+            for chunk in callees.chunks(500) {
+                let mut select = sqlx::QueryBuilder::new("select data from ledger where kind in (");
+                let mut list = select.separated(", ");
+                for kind in kinds {
+                    list.push_bind(*kind);
+                }
+                select.push(") and callee_id in (");
+                let mut list = select.separated(", ");
+                for callee in chunk {
+                    list.push_bind(callee.0);
+                }
+                select.push(")");
+                let rows: Vec<(String,)> = select.build_query_as().fetch_all(pool).await?;
+                data.extend(rows.into_iter().map(|(d,)| d));
+            }
+            Ok::<_, StoreError>(data)
+        })
+    }
+
+    /// Drops these snapshots' raw bytes and the card parsed from them (the assessment keeps
+    /// its trust, problem, signature verdict and uncovered fields), recording when; returns
+    /// how many were dropped.
+    pub async fn prune_snapshots(
+        &self,
+        snapshots: &[SnapshotId],
+        now: Timestamp,
+    ) -> Result<u64, StoreError> {
+        let prune = match self.backend() {
+            super::Backend::Postgres => {
+                "update card_snapshots set raw = $3, raw_pruned_at = $2, \
+                 assessment = (assessment::jsonb - 'card')::text \
+                 where id = $1 and raw_pruned_at is null"
+            }
+            super::Backend::Sqlite => {
+                "update card_snapshots set raw = $3, raw_pruned_at = $2, \
+                 assessment = json_remove(assessment, '$.card') \
+                 where id = $1 and raw_pruned_at is null"
+            }
+        };
+        dispatch!(self, |pool| {
+            let mut tx = pool.begin_write().await?;
+            let mut pruned = 0;
+            for snapshot in snapshots {
+                pruned += sqlx::query(prune)
+                    .bind(snapshot.0)
+                    .bind(now)
+                    .bind(Vec::<u8>::new())
+                    .execute(&mut *tx)
+                    .await?
+                    .rows_affected();
+            }
+            tx.commit().await?;
+            Ok(pruned)
+        })
+    }
 }

@@ -236,7 +236,9 @@ pub struct Assessment {
     pub trusted: bool,
     /// Why not, when not.
     pub problem: Option<String>,
-    /// The normalized card, when it parsed.
+    /// The normalized card, when it parsed (and until retention pruned the snapshot: it goes
+    /// with the raw bytes it was parsed from).
+    #[serde(default)]
     pub card: Option<NormalizedCard>,
     pub signature: signature::SignatureVerdict,
     /// Card fields the signature does not cover.
@@ -252,11 +254,14 @@ pub struct CardSnapshot {
     /// The URL the card was finally served from.
     pub url: String,
     pub sha256: String,
+    /// Empty once retention pruned it (`raw_pruned_at`).
     pub raw: Vec<u8>,
     pub etag: Option<String>,
     pub last_modified: Option<String>,
     pub assessment: Assessment,
     pub source: SnapshotSource,
+    /// When retention dropped the raw bytes (`sha256` still names them).
+    pub raw_pruned_at: Option<crate::domain::time::Timestamp>,
 }
 
 /// Which card a snapshot holds.

@@ -37,6 +37,7 @@ fn snapshot(sha: &str, problem: Option<&str>) -> CardSnapshot {
             uncovered: Vec::new(),
         },
         source: crate::domain::card::SnapshotSource::Public,
+        raw_pruned_at: None,
     }
 }
 
