@@ -249,7 +249,10 @@ pub async fn claim(services: &Services, name: &str) -> Result<bool, ServiceError
 const REPROBE_PAGE: u32 = 1_000;
 
 /// Enqueues a probe for every live subject that is demoted, never probed, or whose newest probe
-/// is older than `stale_after` (only a fresh passing probe re-promotes a demoted subject).
+/// is older than `stale_after` (only a fresh passing probe re-promotes a demoted subject). The
+/// probes are due one after another over most of the time until the next re-probe sweep, the
+/// demoted first: a daily sweep over a million weekly-stale subjects queues some 140,000
+/// probes, which should reach their agents' hosts over the day, not at 03:00.
 pub async fn reprobe_sweep(
     services: &Services,
     settings: &ScheduleSettings,
@@ -258,7 +261,7 @@ pub async fn reprobe_sweep(
     let stale_before =
         now - chrono::Duration::from_std(settings.stale_after).unwrap_or(chrono::Duration::MAX);
     let store = &services.store;
-    let mut enqueued = 0;
+    let (mut demoted, mut stale) = (Vec::new(), Vec::new());
     let mut after = None;
     // A page of callees costs three queries whatever its size: their ids, their subjects and
     // their newest probe runs' starts. Only due subjects cost more (one enqueue each).
@@ -280,26 +283,32 @@ pub async fn reprobe_sweep(
             if subject.state.withdrawn || subject.state.card_untrusted.is_some() {
                 continue;
             }
-            let (callee, version) = (subject.callee_id, subject.protocol_version);
-            let demoted = subject.state.gate.is_demoted();
-            let stale = starts
-                .get(&(callee, version))
-                .is_none_or(|at| *at < stale_before);
-            if !(demoted || stale) {
-                continue;
+            let key = (subject.callee_id, subject.protocol_version);
+            if subject.state.gate.is_demoted() {
+                demoted.push(key);
+            } else if starts.get(&key).is_none_or(|at| *at < stale_before) {
+                stale.push(key);
             }
-            let reason = if demoted {
-                "schedule: demoted"
-            } else {
-                "schedule: stale"
-            };
-            match probe::enqueue_probe(store, callee, version, reason, "scheduler", now).await {
-                Ok(_) => enqueued += 1,
-                Err(ServiceError::Conflict(_)) => {}
-                Err(e) => {
-                    return Err(anyhow::Error::new(e)
-                        .context(format!("queueing a probe of {callee} {version}")));
-                }
+        }
+    }
+    let window = settings
+        .reprobe
+        .until_next(now)
+        .map_or(Duration::ZERO, |d| d.mul_f64(SPREAD_SHARE));
+    let count = demoted.len() + stale.len();
+    let due = demoted
+        .iter()
+        .map(|key| (key, "schedule: demoted"))
+        .chain(stale.iter().map(|key| (key, "schedule: stale")));
+    let mut enqueued = 0;
+    for (index, (&(callee, version), reason)) in due.enumerate() {
+        let run_after = politeness::spread(now, window, index, count);
+        match probe::enqueue_probe_after(store, callee, version, reason, now, run_after).await {
+            Ok(_) => enqueued += 1,
+            Err(ServiceError::Conflict(_)) => {}
+            Err(e) => {
+                return Err(anyhow::Error::new(e)
+                    .context(format!("queueing a probe of {callee} {version}")));
             }
         }
     }

@@ -281,8 +281,10 @@ async fn sweeps_are_idempotent(db: TestDb) {
     server.stop().await;
 
     // A second app on the same database that never serves: its worker does not run, so what
-    // the sweeps enqueue stays queued.
-    let app = App::build(test_settings(db.target.clone())).await.unwrap();
+    // the sweeps enqueue stays queued. Its re-probe sweep runs daily.
+    let mut settings = test_settings(db.target.clone());
+    settings.schedule.reprobe = schedule::Schedule::Cron("0 0 3 * * *".into());
+    let app = App::build(settings).await.unwrap();
     let (services, sweeps) = (&app.services, &app.settings().schedule);
     assert_eq!(schedule::refresh_sweep(services, sweeps).await.unwrap(), 3);
     assert_eq!(
@@ -291,8 +293,31 @@ async fn sweeps_are_idempotent(db: TestDb) {
         "already queued"
     );
     // Never-probed subjects are due for a probe; once queued, not again.
+    let swept_at = chrono::Utc::now();
     assert_eq!(schedule::reprobe_sweep(services, sweeps).await.unwrap(), 3);
     assert_eq!(schedule::reprobe_sweep(services, sweeps).await.unwrap(), 0);
+    // Spread over most of the time until the next sweep (80 % of it): the first due at once,
+    // the others a third and two thirds of the way.
+    let window = sweeps.reprobe.until_next(swept_at).unwrap().mul_f64(0.8);
+    let mut due: Vec<_> = services
+        .store
+        .jobs(Some(cardgate::domain::job::JobStatus::Queued), None, 100)
+        .await
+        .unwrap()
+        .into_iter()
+        .filter(|j| j.kind == cardgate::domain::job::JobKind::Probe)
+        .map(|j| (j.run_after - swept_at).to_std().unwrap_or_default())
+        .collect();
+    due.sort();
+    assert_eq!(due.len(), 3);
+    let second = Duration::from_secs(1);
+    for (i, at) in due.iter().enumerate() {
+        let expected = window.mul_f64(i as f64 / 3.0);
+        assert!(
+            at.abs_diff(expected) < second,
+            "probe {i} due {at:?} after the sweep, expected {expected:?}"
+        );
+    }
     let stats = app
         .services
         .store

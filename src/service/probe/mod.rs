@@ -614,6 +614,21 @@ pub async fn enqueue_probe(
     enqueue(store, run, job).await
 }
 
+/// As [`enqueue_probe`], with the job due at `run_after` rather than now (a sweep spreads its
+/// probes over its interval).
+pub async fn enqueue_probe_after(
+    store: &Store,
+    callee_id: CalleeId,
+    version: ProtocolVersion,
+    reason: &str,
+    now: Timestamp,
+    run_after: Timestamp,
+) -> Result<ProbeRun, ServiceError> {
+    let (run, mut job) = probe_request(callee_id, version, reason, "scheduler", now);
+    job.run_after = run_after;
+    enqueue(store, run, job).await
+}
+
 async fn enqueue(store: &Store, run: ProbeRun, job: Job) -> Result<ProbeRun, ServiceError> {
     let version = run.protocol_version;
     match store.request_probe(&run, &job).await {
