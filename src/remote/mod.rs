@@ -371,6 +371,20 @@ impl Outbound {
         Some(until)
     }
 
+    /// Notes what the host of `url` answered, for a request that did not wait its turn here
+    /// (a gRPC call's HTTP answer).
+    pub(crate) async fn answered_at(&self, url: &Url, status: u16, headers: &HeaderMap) {
+        if !matches!(status, 429 | 503) {
+            return;
+        }
+        let Some(gate) = &self.hosts else {
+            return;
+        };
+        if let Some(addr) = Self::host_addr(gate, &self.policy, url).await {
+            self.answered(addr, status, headers).await;
+        }
+    }
+
     fn throttled(&self, until: Timestamp) {
         if let Some(watch) = &self.watch {
             watch.note(until);

@@ -14,6 +14,7 @@ on_both_backends!(
     one_hosts_limits_hold_across_two_replicas,
     a_host_asking_to_wait_defers_a_refresh_without_failing_it,
     a_host_asking_to_wait_defers_a_probe_without_judging_it,
+    a_grpc_host_asking_to_wait_defers_a_probe_without_judging_it,
 );
 
 /// `n` signed cards on one origin, registered through `server`; their callee ids.
@@ -193,6 +194,57 @@ async fn a_host_asking_to_wait_defers_a_probe_without_judging_it(db: TestDb) {
             retry_after: "90".into(),
         },
     );
+    the_probe_is_deferred(&server, &callee).await;
+    server.stop().await;
+}
+
+/// The same over gRPC: the agent's gateway answers the calls with an HTTP 503 and
+/// `Retry-After`, which gRPC itself would only see as `UNAVAILABLE`.
+async fn a_grpc_host_asking_to_wait_defers_a_probe_without_judging_it(db: TestDb) {
+    let agents = CardServer::start().await;
+    let server = TestServer::start(db.target.clone()).await;
+    let mut card = agents.card("G", &["1.0"], json!({}));
+    card["supportedInterfaces"] = json!([
+        {"url": agents.origin(), "protocolBinding": "GRPC", "protocolVersion": "1.0"}
+    ]);
+    agents.serve_signed_card("/grpc/agent-card.json", &card);
+    let callee = server.register(&agents.url("/grpc/agent-card.json")).await["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    for method in [
+        "SendMessage",
+        "SendStreamingMessage",
+        "GetTask",
+        "CancelTask",
+        "CreateTaskPushNotificationConfig",
+        "SubscribeToTask",
+        "GetExtendedAgentCard",
+    ] {
+        agents.set(
+            &format!("/lf.a2a.v1.A2AService/{method}"),
+            Reply::Throttle {
+                status: 503,
+                retry_after: "90".into(),
+            },
+        );
+    }
+    the_probe_is_deferred(&server, &callee).await;
+    assert!(
+        !agents
+            .requests("/lf.a2a.v1.A2AService/SendStreamingMessage")
+            .is_empty()
+            || !agents
+                .requests("/lf.a2a.v1.A2AService/SendMessage")
+                .is_empty(),
+        "the probe spoke gRPC"
+    );
+    server.stop().await;
+}
+
+/// Asks for a probe of `callee`, whose host answers 503 with `Retry-After: 90`: the run ends
+/// aborted and unjudged, nothing reaches the ledger, and its job waits for the host's time.
+async fn the_probe_is_deferred(server: &TestServer, callee: &str) {
     let (status, run) = server
         .post(&format!("/v1/callees/{callee}/probes"), json!({}))
         .await;
@@ -234,11 +286,10 @@ async fn a_host_asking_to_wait_defers_a_probe_without_judging_it(db: TestDb) {
         .as_array()
         .unwrap()
         .iter()
-        .find(|j| j["kind"] == "probe" && j["callee_id"] == callee.as_str())
+        .find(|j| j["kind"] == "probe" && j["callee_id"] == callee)
         .unwrap_or_else(|| panic!("{jobs:#}"));
     assert_eq!(job["status"], "queued", "{job:#}");
     let due = chrono::DateTime::parse_from_rfc3339(job["run_after"].as_str().unwrap()).unwrap();
     let wait = due.with_timezone(&chrono::Utc) - chrono::Utc::now();
     assert!((60..=91).contains(&wait.num_seconds()), "{job:#}");
-    server.stop().await;
 }

@@ -92,6 +92,49 @@ impl Method {
     }
 }
 
+/// The channel, with an ear for the host asking to wait. A `429` or `503` with `Retry-After`
+/// comes as an HTTP answer (from a gateway or a proxy in front of the agent, mostly), which
+/// tonic reads as a bare `UNAVAILABLE` and drops the headers of; this reads them first, so the
+/// host is backed off as it is for any HTTP request, and the probe is deferred, not judged.
+#[derive(Clone)]
+struct HeardOut {
+    channel: Channel,
+    interface: Arc<Interface>,
+}
+
+/// The client whose host turns every call waits for, and the interface it calls.
+struct Interface {
+    outbound: Outbound,
+    url: Url,
+}
+
+impl tower::Service<tonic::codegen::http::Request<tonic::body::Body>> for HeardOut {
+    type Response = tonic::codegen::http::Response<tonic::body::Body>;
+    type Error = tonic::transport::Error;
+    type Future = Pin<Box<dyn Future<Output = Result<Self::Response, Self::Error>> + Send>>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        tower::Service::poll_ready(&mut self.channel, cx)
+    }
+
+    fn call(&mut self, request: tonic::codegen::http::Request<tonic::body::Body>) -> Self::Future {
+        let answer = tower::Service::call(&mut self.channel, request);
+        let interface = self.interface.clone();
+        Box::pin(async move {
+            let response = answer.await?;
+            interface
+                .outbound
+                .answered_at(
+                    &interface.url,
+                    response.status().as_u16(),
+                    response.headers(),
+                )
+                .await;
+            Ok(response)
+        })
+    }
+}
+
 /// A gRPC call's status and the metadata that came with it (headers, and trailers on errors),
 /// as the transcript records them.
 #[derive(Debug, Clone, serde::Serialize)]
@@ -196,16 +239,13 @@ type MetadataPair = (AsciiMetadataKey, MetadataValue<tonic::metadata::Ascii>);
 /// A connection to one interface: a lazily connected HTTP/2 channel behind the guard.
 #[derive(Clone)]
 pub struct GrpcTransport {
-    channel: Channel,
+    channel: HeardOut,
     metrics: Metrics,
     /// Sent as `a2a-version` metadata on every call (A2A §10.2).
     version: MetadataValue<tonic::metadata::Ascii>,
     /// Credentials sent as metadata on every call (an `authorization` bearer token, an API
     /// key), set before each call since an OAuth token may be renewed between calls.
     credentials: Arc<std::sync::Mutex<Vec<MetadataPair>>>,
-    /// The client whose host turns every call waits for, and the interface it calls.
-    outbound: Arc<Outbound>,
-    url: Url,
 }
 
 impl GrpcTransport {
@@ -253,20 +293,25 @@ impl GrpcTransport {
             port,
         };
         Ok(Self {
-            channel: endpoint.connect_with_connector_lazy(connector),
+            channel: HeardOut {
+                channel: endpoint.connect_with_connector_lazy(connector),
+                interface: Arc::new(Interface {
+                    outbound: outbound.clone(),
+                    url: url.clone(),
+                }),
+            },
             metrics: outbound.metrics.clone(),
             version: MetadataValue::try_from(version)
                 .unwrap_or_else(|_| MetadataValue::from_static("1.0")),
             credentials: Arc::default(),
-            outbound: Arc::new(outbound.clone()),
-            url: url.clone(),
         })
     }
 
     /// Waits for the host's turn, as every HTTP request does; held until the answer's head.
     /// A host backing off refuses the call before it is sent, said as `UNAVAILABLE`.
     async fn turn(&self) -> Result<Option<super::hosts::HostPermit>, Reply> {
-        match self.outbound.turn(&self.url).await {
+        let Interface { outbound, url } = &*self.channel.interface;
+        match outbound.turn(url).await {
             Ok(turn) => Ok(turn.map(|(permit, _)| permit)),
             Err(throttled) => Err(Reply::Status(CallStatus {
                 code: tonic::Code::Unavailable as i32,
@@ -293,7 +338,7 @@ impl GrpcTransport {
         Ok(())
     }
 
-    fn client(&self, max_message: usize) -> A2aServiceClient<Channel> {
+    fn client(&self, max_message: usize) -> A2aServiceClient<HeardOut> {
         // Requests go uncompressed. Answers may come compressed: a gRPC server set to compress
         // (the Python SDK's grpc.aio one, for instance) does so even to a caller that offers
         // nothing. tonic caps what a message decompresses to at `max_message` too.
