@@ -325,6 +325,23 @@ impl EventPayload {
     }
 }
 
+/// The `previous_seq` of a delivery to `subscription` about a subject of `callee`, whose newest
+/// announced event of each type is `heads`: the newest of those it asks for, announced since
+/// it was created (`created_seq`, the ledger's head then); `None` for its first. What a
+/// receiver compares with the last seq it has, to see a gap.
+pub fn previous_seq(
+    subscription: &Subscription,
+    callee: CalleeId,
+    created_seq: i64,
+    heads: &std::collections::BTreeMap<EventType, i64>,
+) -> Option<i64> {
+    heads
+        .iter()
+        .filter(|(kind, seq)| **seq > created_seq && subscription.wants(callee, **kind))
+        .map(|(_, seq)| *seq)
+        .max()
+}
+
 /// The ordering key of news about a subscription (its own, apart from every subject's).
 pub fn news_key(subscription: SubscriptionId) -> String {
     format!("subscription/{subscription}")
@@ -625,6 +642,44 @@ mod tests {
             Health::at(Some(two_days_ago), now, day),
             Health::Failing { .. }
         ));
+    }
+
+    #[test]
+    fn a_delivery_follows_the_newest_event_its_subscription_asks_for_since_it_began() {
+        let callee = CalleeId::new();
+        let sub = |events: Option<Vec<EventType>>| Subscription {
+            id: SubscriptionId::new(),
+            url: "https://hooks.example/x".into(),
+            callee_id: None,
+            events: events.map(|e| e.into_iter().collect()),
+            description: None,
+            secret: new_secret(),
+            previous_secret: None,
+            previous_until: None,
+            status: SubscriptionStatus::Active,
+            created_at: chrono::DateTime::from_timestamp(1_780_000_000, 0).unwrap(),
+            failing_since: None,
+        };
+        let heads = std::collections::BTreeMap::from([
+            (EventType::SubjectCreated, 3),
+            (EventType::ProbeFinished, 9),
+            (EventType::SubjectPromoted, 10),
+            (EventType::CardRepublished, 12),
+        ]);
+        // Everything: the newest announced.
+        assert_eq!(previous_seq(&sub(None), callee, 0, &heads), Some(12));
+        // Only demotions and promotions: the promotion.
+        let trust = sub(Some(vec![EventType::SubjectPromoted, EventType::SubjectDemoted]));
+        assert_eq!(previous_seq(&trust, callee, 0, &heads), Some(10));
+        // Created after the promotion: nothing it asks for came since.
+        assert_eq!(previous_seq(&trust, callee, 10, &heads), None);
+        // Another callee's subscription is never asked.
+        let other = Subscription {
+            callee_id: Some(CalleeId::new()),
+            ..sub(None)
+        };
+        assert_eq!(previous_seq(&other, callee, 0, &heads), None);
+        assert_eq!(previous_seq(&sub(None), callee, 0, &Default::default()), None);
     }
 
     #[test]

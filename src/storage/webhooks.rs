@@ -35,6 +35,14 @@ struct SubscriptionRow {
     failing_since: Option<DateTime<Utc>>,
 }
 
+/// A subscription with the ledger's head when it was created.
+#[derive(sqlx::FromRow)]
+struct SubscriptionSince {
+    #[sqlx(flatten)]
+    subscription: SubscriptionRow,
+    created_seq: i64,
+}
+
 impl TryFrom<SubscriptionRow> for Subscription {
     type Error = StoreError;
     fn try_from(r: SubscriptionRow) -> Result<Self, StoreError> {
@@ -226,61 +234,84 @@ macro_rules! impl_queue_deliveries {
                     return Ok(Vec::new());
                 }
                 let started = std::time::Instant::now();
-                let rows: Vec<SubscriptionRow> = sqlx::query_as(concat!(
+                let rows: Vec<SubscriptionSince> = sqlx::query_as(concat!(
                     "select ",
                     subscription_columns!(),
-                    " from subscriptions where status <> 'disabled'"
+                    ", created_seq from subscriptions where status <> 'disabled'"
                 ))
                 .fetch_all(&mut **self)
                 .await?;
                 let subscriptions = rows
                     .into_iter()
-                    .map(Subscription::try_from)
-                    .collect::<Result<Vec<_>, _>>()?;
-                // The newest delivery so far per (subscription, subject): each new one names
-                // it as its `previous_seq`. And whether any is still pending: then the new ones
-                // wait their turn, and are claimed, not handed over.
-                let mut previous: BTreeMap<(Uuid, String), i64> = BTreeMap::new();
-                let mut open: BTreeMap<(Uuid, String), bool> = BTreeMap::new();
+                    .map(|r| Ok((Subscription::try_from(r.subscription)?, r.created_seq)))
+                    .collect::<Result<Vec<_>, StoreError>>()?;
+                // Where each subject's chains stand: its newest announced event of each type
+                // (a new delivery names the newest one its subscription asks for, announced
+                // since it was created, as its `previous_seq`), and the subscriptions with a
+                // delivery about it still pending (then the new ones wait their turn, and are
+                // claimed, not handed over). Neither reads the subject's past deliveries.
+                let mut heads: BTreeMap<String, BTreeMap<EventType, i64>> = BTreeMap::new();
+                let mut pending: BTreeMap<String, std::collections::BTreeSet<Uuid>> =
+                    BTreeMap::new();
                 let subjects: std::collections::BTreeSet<String> = announced
                     .iter()
                     .map(|(_, e, _)| webhook::subject_key(e.callee_id, &e.protocol_version))
                     .collect();
                 for subject in subjects {
-                    let newest: Vec<(Uuid, i64, i64)> = sqlx::query_as(
-                        "select subscription_id, max(seq), \
-                         sum(case when status = 'pending' then 1 else 0 end) \
-                         from deliveries where subject = $1 group by subscription_id",
+                    let announced: Vec<(String, i64)> = sqlx::query_as(
+                        "select event_type, last_seq from subject_announcements where subject = $1",
                     )
                     .bind(&subject)
                     .fetch_all(&mut **self)
                     .await?;
-                    for (sub, seq, pending) in newest {
-                        previous.insert((sub, subject.clone()), seq);
-                        open.insert((sub, subject.clone()), pending == 0);
-                    }
+                    let waiting: Vec<(Uuid,)> = sqlx::query_as(
+                        "select distinct subscription_id from deliveries \
+                         where subject = $1 and status = 'pending'",
+                    )
+                    .bind(&subject)
+                    .fetch_all(&mut **self)
+                    .await?;
+                    heads.insert(
+                        subject.clone(),
+                        announced
+                            .into_iter()
+                            .filter_map(|(kind, seq)| EventType::parse(&kind).map(|k| (k, seq)))
+                            .collect(),
+                    );
+                    pending.insert(subject, waiting.into_iter().map(|(id,)| id).collect());
                 }
                 let mut rows: Vec<QueuedRow> = Vec::new();
                 let mut leased: Vec<Claimed> = Vec::new();
-                let mut heads: Vec<(i64, String)> = Vec::new();
+                let mut bodies: Vec<(i64, String)> = Vec::new();
+                let mut announcements: BTreeMap<(String, EventType), i64> = BTreeMap::new();
+                // Whether each chain is still open to the handoff: nothing pending from before,
+                // and every earlier delivery of this append handed over too.
+                let mut open: BTreeMap<(Uuid, String), bool> = BTreeMap::new();
                 // The last seq queued per chain by this append: what a handed-over delivery
                 // follows (in an open chain, nothing from before it is pending).
                 let mut in_append: BTreeMap<(Uuid, String), i64> = BTreeMap::new();
                 for (kind, event, subject) in announced {
                     let key = webhook::subject_key(event.callee_id, &event.protocol_version);
                     let payload = webhook::EventPayload::new(kind, event, subject);
+                    let subject_heads = heads.entry(key.clone()).or_default();
+                    let waiting = pending.get(&key);
                     let mut wanted = false;
-                    for sub in subscriptions
+                    for (sub, created_seq) in subscriptions
                         .iter()
-                        .filter(|s| s.wants(event.callee_id, kind))
+                        .filter(|(s, _)| s.wants(event.callee_id, kind))
                     {
                         wanted = true;
                         let chain = (sub.id.0, key.clone());
-                        let before = previous.insert(chain.clone(), event.seq);
+                        let before = webhook::previous_seq(
+                            sub,
+                            event.callee_id,
+                            *created_seq,
+                            subject_heads,
+                        );
                         let follows = in_append.insert(chain.clone(), event.seq);
-                        // Handed over while its chain is open: nothing pending before it, and
-                        // every earlier one of this append handed over too.
-                        let chain_open = open.entry(chain).or_insert(true);
+                        let chain_open = open
+                            .entry(chain)
+                            .or_insert_with(|| !waiting.is_some_and(|w| w.contains(&sub.id.0)));
                         *chain_open &= lessee.is_some() && sub.status == SubscriptionStatus::Active;
                         let row = QueuedRow {
                             id: DeliveryId::new(),
@@ -298,18 +329,34 @@ macro_rules! impl_queue_deliveries {
                         }
                         rows.push(row);
                     }
+                    // Announced, whoever wants it now: a later delivery about the subject may
+                    // name it as the one before it.
+                    subject_heads.insert(kind, event.seq);
+                    announcements.insert((key, kind), event.seq);
                     if wanted {
-                        heads.push((event.seq, payload.into_head()));
+                        bodies.push((event.seq, payload.into_head()));
                     }
                 }
-                if !heads.is_empty() {
+                if !bodies.is_empty() {
                     let mut insert =
                         sqlx::QueryBuilder::<$db>::new("insert into event_payloads (seq, head) ");
-                    insert.push_values(&heads, |mut row, (seq, head)| {
+                    insert.push_values(&bodies, |mut row, (seq, head)| {
                         row.push_bind(*seq).push_bind(head.as_str());
                     });
                     insert.build().execute(&mut **self).await?;
                 }
+                let mut upsert = sqlx::QueryBuilder::<$db>::new(
+                    "insert into subject_announcements (subject, event_type, last_seq) ",
+                );
+                upsert.push_values(&announcements, |mut row, ((subject, kind), seq)| {
+                    row.push_bind(subject.as_str())
+                        .push_bind(kind.as_str())
+                        .push_bind(*seq);
+                });
+                upsert.push(
+                    " on conflict (subject, event_type) do update set last_seq = excluded.last_seq",
+                );
+                upsert.build().execute(&mut **self).await?;
                 self.insert_queued(&rows, now, lessee).await?;
                 // Inside the ledger's transaction: what an append spends on its subscribers
                 // (the latency benchmark reads these).
@@ -566,7 +613,10 @@ impl Store {
             sqlx::query(concat!(
                 "insert into subscriptions (",
                 subscription_columns!(),
-                ") values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)"
+                // The ledger's head now: a delivery never names an event from before its
+                // subscription as the one before it.
+                ", created_seq) values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, \
+                 (select coalesce(max(seq), 0) from ledger))"
             ))
             .bind(s.id.0)
             .bind(&s.url)
