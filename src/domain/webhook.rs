@@ -669,7 +669,10 @@ mod tests {
         // Everything: the newest announced.
         assert_eq!(previous_seq(&sub(None), callee, 0, &heads), Some(12));
         // Only demotions and promotions: the promotion.
-        let trust = sub(Some(vec![EventType::SubjectPromoted, EventType::SubjectDemoted]));
+        let trust = sub(Some(vec![
+            EventType::SubjectPromoted,
+            EventType::SubjectDemoted,
+        ]));
         assert_eq!(previous_seq(&trust, callee, 0, &heads), Some(10));
         // Created after the promotion: nothing it asks for came since.
         assert_eq!(previous_seq(&trust, callee, 10, &heads), None);
@@ -679,7 +682,10 @@ mod tests {
             ..sub(None)
         };
         assert_eq!(previous_seq(&other, callee, 0, &heads), None);
-        assert_eq!(previous_seq(&sub(None), callee, 0, &Default::default()), None);
+        assert_eq!(
+            previous_seq(&sub(None), callee, 0, &Default::default()),
+            None
+        );
     }
 
     #[test]

@@ -275,8 +275,9 @@ pub struct WebhookData {
     pub event: EventView,
     /// The subject as it stands after the event.
     pub subject: WebhookSubject,
-    /// The seq of the event before this one about the same subject in this subscription
-    /// (`null` for the first). Deliveries about one subject arrive in ledger order, unless one
+    /// The seq of the event before this one about the same subject in this subscription: the
+    /// newest earlier one of a type it asks for, since it was created (`null` for the first;
+    /// events announced while it was disabled count, as a gap). Deliveries about one subject arrive in ledger order, unless one
     /// kept failing past the hold-back: then later ones go out first, and a `previous_seq`
     /// that is not the last seq the receiver saw for the subject marks the gap, to be filled
     /// from `GET /v1/ledger` (or `/v1/events`) while the late delivery keeps retrying.
