@@ -87,10 +87,6 @@ impl<V> Default for CapabilityMap<V> {
 }
 
 impl<V> CapabilityMap<V> {
-    pub fn new() -> Self {
-        Self::default()
-    }
-
     pub fn get(&self, capability: &Capability) -> Option<&V> {
         self.0[capability.index()].as_ref()
     }
@@ -130,10 +126,6 @@ impl<V> CapabilityMap<V> {
         self.iter().map(|(c, _)| c)
     }
 
-    pub fn values(&self) -> impl DoubleEndedIterator<Item = &V> + Clone {
-        self.iter().map(|(_, v)| v)
-    }
-
     pub fn len(&self) -> usize {
         self.0.iter().filter(|v| v.is_some()).count()
     }
@@ -159,20 +151,6 @@ impl<V> Extend<(Capability, V)> for CapabilityMap<V> {
     }
 }
 
-impl<V> IntoIterator for CapabilityMap<V> {
-    type Item = (Capability, V);
-    type IntoIter = std::iter::FilterMap<
-        std::iter::Zip<std::array::IntoIter<Capability, 3>, std::array::IntoIter<Option<V>, 3>>,
-        fn((Capability, Option<V>)) -> Option<(Capability, V)>,
-    >;
-    fn into_iter(self) -> Self::IntoIter {
-        Capability::ALL
-            .into_iter()
-            .zip(self.0)
-            .filter_map(|(c, v)| v.map(|v| (c, v)))
-    }
-}
-
 impl<V: fmt::Debug> fmt::Debug for CapabilityMap<V> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_map().entries(self.iter()).finish()
@@ -193,27 +171,13 @@ impl<'de, V: Deserialize<'de>> Deserialize<'de> for CapabilityMap<V> {
     }
 }
 
-/// A set of capabilities, a bit each: what a `BTreeSet<Capability>` says, in one byte.
+/// A set of capabilities, a bit each: what a `BTreeSet<Capability>` held, in one byte.
 #[derive(Clone, Copy, Default, PartialEq, Eq, Hash)]
 pub struct CapabilitySet(u8);
 
 impl CapabilitySet {
-    pub fn new() -> Self {
-        Self::default()
-    }
-
-    /// Adds `capability`; whether it was not there.
-    pub fn insert(&mut self, capability: Capability) -> bool {
-        let had = self.contains(&capability);
+    pub fn insert(&mut self, capability: Capability) {
         self.0 |= 1 << capability.index();
-        !had
-    }
-
-    /// Takes `capability` out; whether it was there.
-    pub fn remove(&mut self, capability: &Capability) -> bool {
-        let had = self.contains(capability);
-        self.0 &= !(1 << capability.index());
-        had
     }
 
     pub fn contains(&self, capability: &Capability) -> bool {
@@ -221,63 +185,23 @@ impl CapabilitySet {
     }
 
     /// The capabilities in the set, in order.
-    pub fn iter(&self) -> impl DoubleEndedIterator<Item = &'static Capability> + Clone + use<> {
+    pub fn iter(&self) -> impl Iterator<Item = &'static Capability> + use<> {
         let bits = self.0;
         Capability::ALL
             .iter()
             .filter(move |c| bits & (1 << c.index()) != 0)
-    }
-
-    pub fn len(&self) -> usize {
-        self.0.count_ones() as usize
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.0 == 0
-    }
-
-    /// Whether every capability of `self` is in `other`.
-    pub fn is_subset(&self, other: &CapabilitySet) -> bool {
-        self.0 & !other.0 == 0
     }
 }
 
 impl FromIterator<Capability> for CapabilitySet {
     fn from_iter<I: IntoIterator<Item = Capability>>(iter: I) -> Self {
         let mut set = Self::default();
-        set.extend(iter);
+        for capability in iter {
+            set.insert(capability);
+        }
         set
     }
 }
-
-impl<'a> FromIterator<&'a Capability> for CapabilitySet {
-    fn from_iter<I: IntoIterator<Item = &'a Capability>>(iter: I) -> Self {
-        iter.into_iter().copied().collect()
-    }
-}
-
-impl Extend<Capability> for CapabilitySet {
-    fn extend<I: IntoIterator<Item = Capability>>(&mut self, iter: I) {
-        for capability in iter {
-            self.insert(capability);
-        }
-    }
-}
-
-impl IntoIterator for CapabilitySet {
-    type Item = Capability;
-    type IntoIter = std::iter::Copied<std::slice::Iter<'static, Capability>>;
-    fn into_iter(self) -> Self::IntoIter {
-        // A static table of every subset: the iterator is a slice's, with nothing to own.
-        SUBSETS[usize::from(self.0 & 0b111)].iter().copied()
-    }
-}
-
-/// Every subset of [`Capability::ALL`], by bit pattern, in order.
-static SUBSETS: [&[Capability]; 8] = {
-    use Capability::{PushNotifications as P, StateTransitionHistory as H, Streaming as S};
-    [&[], &[S], &[P], &[S, P], &[H], &[S, H], &[P, H], &[S, P, H]]
-};
 
 impl fmt::Debug for CapabilitySet {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -285,23 +209,9 @@ impl fmt::Debug for CapabilitySet {
     }
 }
 
-impl Serialize for CapabilitySet {
-    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        serializer.collect_seq(self.iter())
-    }
-}
-
-impl<'de> Deserialize<'de> for CapabilitySet {
-    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        Ok(Vec::<Capability>::deserialize(deserializer)?
-            .into_iter()
-            .collect())
-    }
-}
-
 #[cfg(test)]
 mod tests {
-    use std::collections::{BTreeMap, BTreeSet};
+    use std::collections::BTreeMap;
 
     use super::*;
 
@@ -328,10 +238,8 @@ mod tests {
         let mut map = map;
         assert_eq!(map.insert(Capability::Streaming, 7), Some(1));
         assert_eq!(map.remove(&Capability::StateTransitionHistory), Some(3));
-        assert_eq!(
-            map.into_iter().collect::<Vec<_>>(),
-            vec![(Capability::Streaming, 7)]
-        );
+        let left: Vec<(Capability, i64)> = map.iter().map(|(c, v)| (*c, *v)).collect();
+        assert_eq!(left, vec![(Capability::Streaming, 7)]);
         assert!(serde_json::from_str::<CapabilityMap<i64>>(r#"{"nope": 1}"#).is_err());
     }
 
@@ -342,23 +250,11 @@ mod tests {
                 .into_iter()
                 .filter(|c| bits & (1 << c.index()) != 0)
                 .collect();
-            let set: CapabilitySet = members.iter().collect();
-            let tree: BTreeSet<Capability> = members.iter().copied().collect();
-            assert_eq!(set.into_iter().collect::<Vec<_>>(), members);
+            let set: CapabilitySet = members.iter().copied().collect();
             assert_eq!(set.iter().copied().collect::<Vec<_>>(), members);
-            assert_eq!(set.len(), tree.len());
-            assert_eq!(
-                serde_json::to_string(&set).unwrap(),
-                serde_json::to_string(&tree).unwrap()
-            );
-            let all: CapabilitySet = Capability::ALL.into_iter().collect();
-            assert!(set.is_subset(&all));
-            assert_eq!(all.is_subset(&set), bits == 0b111);
+            for capability in Capability::ALL {
+                assert_eq!(set.contains(&capability), members.contains(&capability));
+            }
         }
-        let mut set = CapabilitySet::new();
-        assert!(set.insert(Capability::PushNotifications));
-        assert!(!set.insert(Capability::PushNotifications));
-        assert!(set.remove(&Capability::PushNotifications));
-        assert!(set.is_empty());
     }
 }

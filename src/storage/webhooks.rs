@@ -679,9 +679,9 @@ impl Store {
         row.try_into()
     }
 
-    /// Deletes a subscription and its deliveries; `NotFound` if there is none.
-    /// Deletes a subscription and its deliveries. Under the ledger lock: no append is
-    /// queueing deliveries for it meanwhile (nothing else ties them to it).
+    /// Deletes a subscription and its deliveries; `NotFound` if there is none. Under the
+    /// ledger lock: no append is queueing deliveries for it meanwhile (nothing else ties them
+    /// to it).
     pub async fn delete_subscription(&self, id: SubscriptionId) -> Result<(), StoreError> {
         let done = dispatch!(self, |pool| {
             let mut tx = pool.begin_write().await?;
