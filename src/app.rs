@@ -25,7 +25,7 @@ use crate::service::credentials::SecretsKey;
 use crate::service::discovery::{Discovery, DiscoverySettings};
 use crate::service::hosts::StoreHosts;
 use crate::service::probe::ProbeSettings;
-use crate::service::readmodel::ReadModel;
+use crate::service::readmodel::{Answers, DEFAULT_ANSWERS, ReadModel};
 use crate::service::transparency::{Transparency, TransparencySettings};
 use crate::service::webhooks::WebhookSettings;
 use crate::storage::{Backend, DatabaseTarget, PoolSettings, Store};
@@ -209,6 +209,7 @@ impl App {
         let stop = tokio_util::sync::CancellationToken::new();
         let api = ApiState::new(ApiContext {
             services: self.services.clone(),
+            answers: Answers::new(DEFAULT_ANSWERS),
             schedule: schedule.clone(),
             ticks: self.ticks.clone(),
             instance: self.settings.worker.owner.clone(),

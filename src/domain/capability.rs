@@ -184,6 +184,10 @@ impl CapabilitySet {
         self.0 & (1 << capability.index()) != 0
     }
 
+    pub fn is_empty(&self) -> bool {
+        self.0 == 0
+    }
+
     /// The capabilities in the set, in order.
     pub fn iter(&self) -> impl Iterator<Item = &'static Capability> + use<> {
         let bits = self.0;

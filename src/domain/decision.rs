@@ -20,7 +20,7 @@ mod facts;
 pub use facts::{JudgementFacts, VerdictFacts, card_facts, input, probe_facts};
 
 /// How the caller deduplicates terminal events.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, serde::Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Dedup {
     /// By `status.timestamp`: every transition must carry one.
@@ -30,12 +30,12 @@ pub enum Dedup {
     None,
 }
 
-/// The caller's side of the question.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// The caller's side of the question: a few bytes, copied freely (it keys cached answers).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Posture {
     pub caller_version: ProtocolVersion,
     pub dedup: Dedup,
-    pub requires: BTreeSet<Capability>,
+    pub requires: CapabilitySet,
 }
 
 /// Whether the latest card snapshot may be used at all.

@@ -73,6 +73,8 @@ impl std::ops::Deref for ApiState {
 /// The shared context behind [`ApiState`].
 pub struct ApiContext {
     pub services: Services,
+    /// `/v1/trust` answers already rendered, while their callee has not changed.
+    pub answers: crate::service::readmodel::Answers<conditional::Tagged>,
     /// The cron expressions, reported by `/v1/status`.
     pub schedule: Arc<ScheduleSettings>,
     /// The scheduler's last ticks in this process.

@@ -1,7 +1,5 @@
 //! `GET /v1/trust`: the caller's question and the registry's answer.
 
-use std::collections::BTreeSet;
-
 use axum::extract::State;
 use axum::http::HeaderMap;
 use axum::response::Response;
@@ -9,11 +7,12 @@ use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
 use uuid::Uuid;
 
+use super::ApiState;
+use super::conditional::{self, Tagged};
 use super::error::{ApiError, ErrorBody};
 use super::extract::Query;
 use super::views::GateStateView;
-use super::{ApiState, conditional};
-use crate::domain::capability::Capability;
+use crate::domain::capability::{Capability, CapabilitySet};
 use crate::domain::decision::{ConditionStatus, Decision, Dedup, Posture};
 use crate::domain::ids::CalleeId;
 use crate::domain::version::ProtocolVersion;
@@ -162,7 +161,7 @@ fn parse(q: TrustQuery) -> Result<Question, ApiError> {
                     s.parse::<Capability>()
                         .map_err(|e| ApiError::invalid(format!("requires: {e}")))
                 })
-                .collect::<Result<BTreeSet<_>, _>>()
+                .collect::<Result<CapabilitySet, _>>()
         })
         .transpose()?
         .unwrap_or_default();
@@ -280,15 +279,46 @@ pub async fn get_trust(
                 ApiError::NotFound(format!("no callee is registered with card URL {url}"))
             })?,
     };
+    if receipt {
+        // Boxed: its signing state would otherwise make every decision's future larger.
+        return Box::pin(with_receipt(&app, &headers, callee_id, posture, min_seq)).await;
+    }
+    // Rendered once per change of the callee, not once per request: callers ask before every
+    // task, so the answer is usually the one rendered for the previous caller.
+    let answer = trust::answer(
+        &services.view,
+        &app.answers,
+        callee_id,
+        &posture,
+        min_seq,
+        |decision| Tagged::json(&view(callee_id, &posture, decision)),
+    )
+    .await??;
+    Ok(conditional::respond_tagged(
+        &headers,
+        "application/json",
+        "no-cache",
+        answer,
+    ))
+}
+
+/// The decision with its signed receipt: evaluated afresh, since the receipt names the
+/// checkpoint of the moment.
+async fn with_receipt(
+    app: &ApiState,
+    headers: &HeaderMap,
+    callee_id: CalleeId,
+    posture: Posture,
+    min_seq: Option<i64>,
+) -> Result<Response, ApiError> {
+    let services = &app.services;
     let decision = trust::decide(&services.view, callee_id, &posture, min_seq).await?;
     let mut answer = view(callee_id, &posture, decision);
-    if receipt {
-        let signed = serde_json::to_value(&answer).map_err(|e| ApiError::Internal(e.into()))?;
-        let jws = services
-            .transparency
-            .receipt(&services.store, &services.view, signed, services.now())
-            .await?;
-        answer.receipt = Some(jws);
-    }
-    conditional::respond(&headers, &answer)
+    let signed = serde_json::to_value(&answer).map_err(|e| ApiError::Internal(e.into()))?;
+    let jws = services
+        .transparency
+        .receipt(&services.store, &services.view, signed, services.now())
+        .await?;
+    answer.receipt = Some(jws);
+    conditional::respond(headers, &answer)
 }

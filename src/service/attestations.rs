@@ -4,8 +4,6 @@
 //! standard postures, the ledger event of the subject's last gate change, and a checkpoint
 //! signed now that includes it. One is kept for every promotion and demotion.
 
-use std::collections::BTreeSet;
-
 use serde_json::{Value, json};
 use sha2::{Digest as _, Sha256};
 
@@ -152,7 +150,7 @@ async fn attest_at(
         let posture = Posture {
             caller_version: version,
             dedup,
-            requires: BTreeSet::new(),
+            requires: Default::default(),
         };
         let decision = decide_from_store(store, callee, &posture).await?;
         decisions.push(json!({

@@ -4,9 +4,8 @@
 
 use std::time::Duration;
 
-use super::readmodel::{ReadModel, Reflection};
+use super::readmodel::{Answers, ReadModel, Reflection};
 use super::{Missing, ServiceError, require_callee};
-use crate::domain::callee::CardUrl;
 use crate::domain::decision::{self, Decision, Posture};
 use crate::domain::ids::CalleeId;
 use crate::storage::Store;
@@ -30,6 +29,23 @@ pub async fn decide(
         .ok_or(ServiceError::NotFound(Missing::Callee(callee_id)))
 }
 
+/// Like [`decide`], as `render` makes the decision, from `answers` while the callee has not
+/// changed since it was rendered: a popular callee's answer is not evaluated and rendered
+/// again for every caller that asks.
+pub async fn answer<T: Clone, E>(
+    view: &ReadModel,
+    answers: &Answers<T>,
+    callee_id: CalleeId,
+    posture: &Posture,
+    min_seq: Option<i64>,
+    render: impl FnOnce(Decision) -> Result<T, E>,
+) -> Result<Result<T, E>, ServiceError> {
+    loaded(view)?;
+    reflect(view, min_seq).await?;
+    view.answer(answers, callee_id, posture, render)
+        .ok_or(ServiceError::NotFound(Missing::Callee(callee_id)))
+}
+
 /// The callee registered with `card_url` (normalized as at registration), from memory, once
 /// the model reflects `min_seq`; `None` for a URL no callee has (or that could not be one).
 pub async fn callee_by_card_url(
@@ -39,9 +55,7 @@ pub async fn callee_by_card_url(
 ) -> Result<Option<CalleeId>, ServiceError> {
     loaded(view)?;
     reflect(view, min_seq).await?;
-    Ok(CardUrl::parse(card_url)
-        .ok()
-        .and_then(|url| view.callee_by_card_url(&url)))
+    Ok(view.callee_by_card_url(card_url))
 }
 
 /// Decisions wait for the model's load at start: not knowing a callee yet is not "no such

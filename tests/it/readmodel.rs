@@ -1,9 +1,7 @@
 //! The in-memory read model: it answers what the store would, after any sequence of writes;
 //! `min_seq` reads a write back and waits only so long for one that was never made.
 
-use std::collections::BTreeSet;
-
-use cardgate::domain::capability::Capability;
+use cardgate::domain::capability::{Capability, CapabilitySet};
 use cardgate::domain::decision::{Dedup, Posture};
 use cardgate::domain::ids::CalleeId;
 use cardgate::domain::version::ProtocolVersion;
@@ -113,8 +111,10 @@ fn postures() -> Vec<Posture> {
     for version in ["1.0", "1.1", "0.3", "2.0"] {
         for dedup in [Dedup::Timestamp, Dedup::None] {
             for requires in [
-                BTreeSet::new(),
-                BTreeSet::from([Capability::Streaming, Capability::PushNotifications]),
+                CapabilitySet::default(),
+                [Capability::Streaming, Capability::PushNotifications]
+                    .into_iter()
+                    .collect(),
             ] {
                 out.push(Posture {
                     caller_version: ProtocolVersion::parse_exact(version).unwrap(),

@@ -14,6 +14,10 @@
 //! are in, decisions answer 503 with `Retry-After` and `/readyz` says the model is loading;
 //! a million subjects take some 15 s.
 
+mod answers;
+
+pub use answers::{Answers, DEFAULT_CAPACITY as DEFAULT_ANSWERS};
+
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, PoisonError, RwLock};
@@ -71,6 +75,18 @@ struct CalleeInputs {
 }
 
 impl CalleeInputs {
+    fn decide(&self, posture: &Posture) -> Decision {
+        match self
+            .subjects
+            .iter()
+            .find(|(version, _)| *version == posture.caller_version)
+        {
+            Some((_, input)) => decision::evaluate(posture, input),
+            // No subject for the caller's version: what the card alone says.
+            None => decision::evaluate(posture, &decision::input(self.card.as_ref(), None, None)),
+        }
+    }
+
     fn build(
         snapshot: Option<&CardSnapshot>,
         subjects: Vec<Subject>,
@@ -196,24 +212,48 @@ impl ReadModel {
 
     /// The decision for `posture` about `callee`, or `None` if no such callee is known.
     pub fn decide(&self, callee: CalleeId, posture: &Posture) -> Option<Decision> {
-        let inputs = read(&self.inner.callees).get(&callee).cloned()?;
-        let decision = match inputs
-            .subjects
-            .iter()
-            .find(|(version, _)| *version == posture.caller_version)
-        {
-            Some((_, input)) => decision::evaluate(posture, input),
-            // No subject for the caller's version: what the card alone says.
-            None => decision::evaluate(posture, &decision::input(inputs.card.as_ref(), None, None)),
-        };
-        Some(decision)
+        let inputs = self.inputs(callee)?;
+        Some(inputs.decide(posture))
     }
 
-    /// The callee registered with `card_url`, if this model knows it.
-    pub fn callee_by_card_url(&self, card_url: &CardUrl) -> Option<CalleeId> {
-        read(&self.inner.card_urls)
-            .get(&url_key(card_url.as_str()))
-            .copied()
+    /// The decision for `posture` about `callee` as `render` makes it, from `answers` while
+    /// the callee's inputs are the ones it was rendered from; `None` if no such callee is
+    /// known. A failed rendering is returned, not kept.
+    pub fn answer<T: Clone, E>(
+        &self,
+        answers: &Answers<T>,
+        callee: CalleeId,
+        posture: &Posture,
+        render: impl FnOnce(Decision) -> Result<T, E>,
+    ) -> Option<Result<T, E>> {
+        let inputs = self.inputs(callee)?;
+        if let Some(answer) = answers.get(callee, posture, &inputs) {
+            return Some(Ok(answer));
+        }
+        let answer = render(inputs.decide(posture));
+        if let Ok(answer) = &answer {
+            answers.put(callee, posture, &inputs, answer.clone());
+        }
+        Some(answer)
+    }
+
+    fn inputs(&self, callee: CalleeId) -> Option<Arc<CalleeInputs>> {
+        read(&self.inner.callees).get(&callee).cloned()
+    }
+
+    /// The callee registered with `card_url` (normalized as at registration), if this model
+    /// knows it.
+    ///
+    /// A caller usually sends the URL as registered, already normalized, so that text is
+    /// looked up as it is first: normalizing is idempotent, so a hit is the callee the
+    /// normalized form would find, without parsing a URL per request.
+    pub fn callee_by_card_url(&self, card_url: &str) -> Option<CalleeId> {
+        let card_urls = read(&self.inner.card_urls);
+        if let Some(id) = card_urls.get(&url_key(card_url)) {
+            return Some(*id);
+        }
+        let normalized = CardUrl::parse(card_url).ok()?;
+        card_urls.get(&url_key(normalized.as_str())).copied()
     }
 
     /// The live key whose secret hashes to `key_hash`.
