@@ -43,11 +43,7 @@ pub async fn access_log(State(metrics): State<Metrics>, mut req: Request, next: 
         .get::<RouteTemplate>()
         .map_or("unmatched", |r| r.0.as_str())
         .to_string();
-    let key = response
-        .extensions()
-        .get::<Principal>()
-        .map_or("anonymous", |p| p.0.as_str())
-        .to_string();
+    let key = KeyField(response.extensions().get::<Principal>().copied());
     let status = response.status().as_u16();
     metrics.request(method.as_str(), &route, status, seconds);
     span.in_scope(|| {
@@ -64,6 +60,18 @@ pub async fn access_log(State(metrics): State<Metrics>, mut req: Request, next: 
     });
     response.headers_mut().insert(REQUEST_ID, header);
     response
+}
+
+/// The access log's `key` field: the principal's bucket, or `anonymous`.
+struct KeyField(Option<Principal>);
+
+impl std::fmt::Display for KeyField {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.0 {
+            Some(Principal(bucket)) => bucket.fmt(f),
+            None => f.write_str("anonymous"),
+        }
+    }
 }
 
 #[cfg(test)]

@@ -18,7 +18,8 @@ use axum::response::{IntoResponse, Response};
 use subtle::ConstantTimeEq;
 
 use super::error::ApiError;
-use crate::domain::apikey::{self, Role};
+use crate::domain::apikey::{self, ApiKey, Role};
+use crate::domain::ids::ApiKeyId;
 use crate::service::Services;
 
 /// The scheme name used in the OpenAPI document.
@@ -106,24 +107,60 @@ fn operations(
     .collect()
 }
 
-/// Who is calling, for handlers that record the actor of a write.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// Who is calling, for handlers that record the actor of a write. Made for every request, so
+/// it holds the key itself and formats names only when asked.
+#[derive(Clone)]
 pub struct Caller {
-    pub name: String,
     pub role: Role,
-    /// Rate-limit bucket key.
-    bucket: String,
+    key: Option<Arc<ApiKey>>,
 }
 
 impl Caller {
-    /// How writes by this caller are attributed in the ledger and in reports.
+    /// How writes by this caller are attributed in the ledger and in reports: `admin-token`
+    /// or `key:<name>`.
     pub fn actor(&self) -> String {
-        self.name.clone()
+        match &self.key {
+            None => ADMIN_TOKEN.to_string(),
+            Some(key) => format!("key:{}", key.name),
+        }
     }
 
     /// The rate-limit bucket, which also names the caller in the access log.
-    pub(crate) fn bucket(&self) -> &str {
-        &self.bucket
+    pub(crate) fn bucket(&self) -> Bucket {
+        match &self.key {
+            None => Bucket::AdminToken,
+            Some(key) => Bucket::Key(key.id),
+        }
+    }
+}
+
+impl std::fmt::Debug for Caller {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Caller")
+            .field("actor", &self.actor())
+            .field("role", &self.role)
+            .finish()
+    }
+}
+
+const ADMIN_TOKEN: &str = "admin-token";
+
+/// Whose budget a request spends: a key's, the admin token's, or a client address's for one
+/// kind of traffic without a key. Plain values: no allocation per request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Bucket {
+    AdminToken,
+    Key(ApiKeyId),
+    Address(&'static str, std::net::IpAddr),
+}
+
+impl std::fmt::Display for Bucket {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::AdminToken => f.write_str(ADMIN_TOKEN),
+            Self::Key(id) => write!(f, "{id}"),
+            Self::Address(kind, ip) => write!(f, "{kind}:{ip}"),
+        }
     }
 }
 
@@ -191,7 +228,7 @@ impl AuthSettings {
 /// A token bucket per caller.
 #[derive(Debug, Default)]
 pub struct RateLimiter {
-    buckets: Mutex<HashMap<String, (f64, Instant)>>,
+    buckets: Mutex<HashMap<Bucket, (f64, Instant)>>,
 }
 
 /// Buckets kept before idle ones are dropped: per-address buckets must not let a caller with
@@ -200,26 +237,26 @@ const MAX_BUCKETS: usize = 10_000;
 
 impl RateLimiter {
     /// Takes a token; `Err(seconds)` until the next one when the bucket is empty.
-    fn take(&self, key: &str, per_sec: f64, burst: f64) -> Result<(), u64> {
+    fn take(&self, key: Bucket, per_sec: f64, burst: f64) -> Result<(), u64> {
         self.spend(key, per_sec, burst, 1.0)
     }
 
     /// Like [`take`](Self::take), without spending: whether a token is there.
-    fn check(&self, key: &str, per_sec: f64, burst: f64) -> Result<(), u64> {
+    fn check(&self, key: Bucket, per_sec: f64, burst: f64) -> Result<(), u64> {
         self.spend(key, per_sec, burst, 0.0)
     }
 
-    fn spend(&self, key: &str, per_sec: f64, burst: f64, cost: f64) -> Result<(), u64> {
+    fn spend(&self, key: Bucket, per_sec: f64, burst: f64, cost: f64) -> Result<(), u64> {
         let now = Instant::now();
         let mut buckets = self
             .buckets
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
-        if buckets.len() >= MAX_BUCKETS && !buckets.contains_key(key) {
+        if buckets.len() >= MAX_BUCKETS && !buckets.contains_key(&key) {
             // A bucket untouched for a minute has refilled at any rate cardgate is run with.
             buckets.retain(|_, (_, last)| now.duration_since(*last).as_secs() < 60);
         }
-        let (tokens, last) = buckets.entry(key.to_string()).or_insert((burst, now));
+        let (tokens, last) = buckets.entry(key).or_insert((burst, now));
         *tokens = (*tokens + now.duration_since(*last).as_secs_f64() * per_sec).min(burst);
         *last = now;
         if *tokens >= 1.0 {
@@ -263,7 +300,7 @@ impl Guard {
     pub(crate) fn admit(&self, caller: &Caller) -> Result<(), ApiError> {
         self.limiter
             .take(
-                &caller.bucket,
+                caller.bucket(),
                 self.settings.rate_per_sec,
                 self.settings.burst,
             )
@@ -281,10 +318,9 @@ impl Guard {
 
     fn admin_caller(&self, presented: &str) -> Option<Caller> {
         let admin = self.settings.admin_token_hash.as_ref()?;
-        bool::from(admin.as_bytes().ct_eq(presented.as_bytes())).then(|| Caller {
-            name: "admin-token".into(),
+        bool::from(admin.as_bytes().ct_eq(presented.as_bytes())).then_some(Caller {
             role: Role::Admin,
-            bucket: "admin-token".into(),
+            key: None,
         })
     }
 
@@ -292,9 +328,8 @@ impl Guard {
         let key = self.services.view.live_key(presented)?;
         // The lookup was by hash; compare again in constant time anyway.
         bool::from(key.key_hash.as_bytes().ct_eq(presented.as_bytes())).then(|| Caller {
-            name: format!("key:{}", key.name),
             role: key.role,
-            bucket: key.id.to_string(),
+            key: Some(key),
         })
     }
 
@@ -325,8 +360,8 @@ impl AuthBudget<'_> {
 pub struct RouteTemplate(pub String);
 
 /// Who a response answered: a key's id, `admin-token`, or absent (anonymous).
-#[derive(Debug, Clone)]
-pub struct Principal(pub String);
+#[derive(Debug, Clone, Copy)]
+pub struct Principal(pub Bucket);
 
 /// The middleware (a route layer, so the matched path template is known). Every response,
 /// refused or not, carries its [`RouteTemplate`], and its [`Principal`] once authenticated.
@@ -370,11 +405,10 @@ async fn guarded(
     let bearer = req
         .headers()
         .get(header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-        .map(str::to_string);
-    // An address that keeps presenting bad keys is refused before its keys are looked up.
-    let before_lookup = || client.check(FAILED_AUTH);
-    let caller = match authenticate(guard, bearer.as_deref(), before_lookup).await {
+        .and_then(|v| v.to_str().ok());
+    // An address that keeps presenting bad keys is refused (429) until its budget refills.
+    let failed_before = || client.check(FAILED_AUTH);
+    let caller = match authenticate(guard, bearer, failed_before).await {
         Ok(caller) => caller,
         Err(e) => {
             let _ = client.spend(FAILED_AUTH);
@@ -384,11 +418,12 @@ async fn guarded(
     if !caller.role.allows(required) {
         return Err(ApiError::Forbidden(format!(
             "this operation needs the {required} role; `{}` is a {} key",
-            caller.name, caller.role
+            caller.actor(),
+            caller.role
         )));
     }
     guard.admit(&caller)?;
-    let principal = Principal(caller.bucket.clone());
+    let principal = Principal(caller.bucket());
     req.extensions_mut().insert(caller);
     let mut response = next.run(req).await;
     response.extensions_mut().insert(principal);
@@ -420,24 +455,24 @@ struct Anonymous<'a> {
 
 impl Anonymous<'_> {
     /// Spends one request of the `kind` budget; `TooManyRequests` when it is spent.
-    fn spend(&self, kind: &str) -> Result<(), ApiError> {
+    fn spend(&self, kind: &'static str) -> Result<(), ApiError> {
         self.limit(kind, true)
     }
 
     /// Refuses when the `kind` budget is spent, without spending it.
-    fn check(&self, kind: &str) -> Result<(), ApiError> {
+    fn check(&self, kind: &'static str) -> Result<(), ApiError> {
         self.limit(kind, false)
     }
 
-    fn limit(&self, kind: &str, spend: bool) -> Result<(), ApiError> {
+    fn limit(&self, kind: &'static str, spend: bool) -> Result<(), ApiError> {
         let Some(ip) = self.ip else { return Ok(()) };
-        let key = format!("{kind}:{ip}");
+        let key = Bucket::Address(kind, ip);
         let settings = &self.guard.settings;
         let (rate, burst) = (settings.anonymous_per_sec, settings.anonymous_burst);
         let result = if spend {
-            self.guard.limiter.take(&key, rate, burst)
+            self.guard.limiter.take(key, rate, burst)
         } else {
-            self.guard.limiter.check(&key, rate, burst)
+            self.guard.limiter.check(key, rate, burst)
         };
         result.map_err(|retry_after_secs| {
             self.guard.metrics.rate_limited("anonymous");
@@ -476,7 +511,7 @@ async fn open_route(
 async fn authenticate(
     guard: &Guard,
     authorization: Option<&str>,
-    before_lookup: impl FnOnce() -> Result<(), ApiError>,
+    failed_before: impl FnOnce() -> Result<(), ApiError>,
 ) -> Result<Caller, ApiError> {
     let unauthorized = || {
         ApiError::Unauthorized("a valid API key is required: `Authorization: Bearer <key>`".into())
@@ -490,13 +525,15 @@ async fn authenticate(
         .filter(|t| !t.is_empty() && t.len() <= 256)
         .ok_or_else(unauthorized)?;
     let presented = apikey::hash(token);
-    if let Some(admin) = guard.admin_caller(&presented) {
-        return Ok(admin);
+    if let Some(caller) = guard.caller_by_hash(&presented) {
+        return Ok(caller);
     }
-    before_lookup()?;
-    guard.key_caller(&presented).ok_or_else(|| {
-        ApiError::Unauthorized("the API key is not valid (unknown or revoked)".into())
-    })
+    // Keys are looked up in memory, so a live key is never refused for its address's failures
+    // (callers behind one NAT share an address); a bad one past the budget is 429, not 401.
+    failed_before()?;
+    Err(ApiError::Unauthorized(
+        "the API key is not valid (unknown or revoked)".into(),
+    ))
 }
 
 /// The path as logged: webhook tokens are credentials and never reach a log line.

@@ -19,7 +19,7 @@ on_both_backends!(
     a_card_with_too_many_versions_is_refused_naming_the_cap,
     signatures_pointing_at_many_slow_key_sets_cost_a_few_fetches,
     an_untrusted_card_backs_off_and_is_not_stored_again_unchanged,
-    unauthenticated_traffic_is_limited_per_address_before_any_lookup,
+    unauthenticated_traffic_is_limited_per_address,
     an_interface_url_in_a_special_address_form_is_never_connected_to,
     padded_answers_and_endless_polling_keep_the_transcript_within_its_budget,
     a_webhook_flood_with_a_valid_token_stops_at_the_cap_and_leaves_nothing_behind,
@@ -263,7 +263,7 @@ async fn a_webhook_flood_with_a_valid_token_stops_at_the_cap_and_leaves_nothing_
     server.stop().await;
 }
 
-async fn unauthenticated_traffic_is_limited_per_address_before_any_lookup(db: TestDb) {
+async fn unauthenticated_traffic_is_limited_per_address(db: TestDb) {
     let mut settings = test_settings(db.target.clone());
     settings.auth.anonymous_per_sec = 0.01;
     settings.auth.anonymous_burst = 5.0;
@@ -282,10 +282,31 @@ async fn unauthenticated_traffic_is_limited_per_address_before_any_lookup(db: Te
         statuses.push(response.status().as_u16());
     }
     assert_eq!(statuses, [401, 401, 401, 401, 401, 429, 429, 429]);
-    // The bootstrap admin token is checked in memory and still works from that address; a
-    // database key waits for Retry-After like any other.
+    // Keys are checked in memory: the bootstrap admin token and a live key still work from
+    // that address (callers behind one NAT share it), while bad keys stay refused.
     let (status, _) = server.get("/v1/callees").await;
     assert_eq!(status, 200);
+    let (_, created) = server
+        .post(
+            "/v1/keys",
+            json!({"name": "behind-the-nat", "role": "reader"}),
+        )
+        .await;
+    let response = anonymous
+        .get(server.url("/v1/callees"))
+        .bearer_auth(created["key"].as_str().unwrap())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200);
+    let response = anonymous
+        .get(server.url("/v1/callees"))
+        .bearer_auth("not-a-key-either")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 429);
+    assert!(response.headers().contains_key("retry-after"));
 
     // The open routes that reach the database have their own per-address budget.
     let mut statuses = Vec::new();

@@ -186,7 +186,7 @@ async fn require_session(
     if let Err(e) = guard.admit(&caller) {
         return PageError(e).into_response();
     }
-    let principal = Principal(caller.bucket().to_string());
+    let principal = Principal(caller.bucket());
     req.extensions_mut().insert(caller);
     let mut response = next.run(req).await;
     response.extensions_mut().insert(principal);
@@ -202,7 +202,7 @@ fn encoded(pairs: &[(&str, &str)]) -> String {
 
 fn viewer(caller: &Caller) -> pages::Viewer<'_> {
     pages::Viewer {
-        name: &caller.name,
+        name: caller.actor(),
         role: caller.role.as_str(),
     }
 }

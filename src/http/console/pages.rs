@@ -19,7 +19,7 @@ use crate::service::callees::CalleeDetail;
 
 /// Who is looking, for the header.
 pub struct Viewer<'a> {
-    pub name: &'a str,
+    pub name: String,
     pub role: &'a str,
 }
 
