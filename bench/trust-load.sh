@@ -9,6 +9,7 @@
 #   PERF=1 bench/trust-load.sh     # also a perf profile of the server during each trust run
 #   BENCH_RUST_LOG=info bench/trust-load.sh   # with the default access log (a line per request)
 #   CEILING=0 PROFILE=dist bench/trust-load.sh # without the ceiling (not built: an LTO link less)
+#   BACKENDS=sqlite CARDGATE_BIN=/tmp/old/cardgate bench/trust-load.sh   # another build, one backend
 #
 # What is measured: a promoted subject of a conformant fake agent, asked about by a caller holding
 # a reader key, with `requires=streaming,pushNotifications`: the key checked against memory, the
@@ -29,6 +30,8 @@ examples=(--example fake-agent)
 [ "$CEILING" = 1 ] && examples+=(--example bench-ceiling)
 cargo build --quiet --profile "$PROFILE" --bin cardgate "${examples[@]}"
 BIN=$CARGO_TARGET_DIR/$PROFILE
+CARDGATE_BIN=${CARDGATE_BIN:-$BIN/cardgate}   # an A/B run measures a copy of another build
+BACKENDS=${BACKENDS:-sqlite postgres}
 
 . bench/lib.sh
 
@@ -61,7 +64,7 @@ bench_backend() { # name database_url
   CARDGATE_ALLOW_NETWORKS=127.0.0.0/8 CARDGATE_PUBLIC_URL="http://127.0.0.1:$port/" \
   CARDGATE_RATE_LIMIT_PER_SEC=10000000 CARDGATE_RATE_LIMIT_BURST=10000000 \
   CARDGATE_REFRESH_SCHEDULE=off RUST_LOG="${BENCH_RUST_LOG:-warn}" \
-    "$BIN/cardgate" serve > "$WORK/$1.log" 2>&1 &
+    "$CARDGATE_BIN" serve > "$WORK/$1.log" 2>&1 &
   server=$!
   pids+=($!)
   wait_ready "http://127.0.0.1:$port/readyz"
@@ -110,12 +113,16 @@ if [ "$CEILING" = 1 ]; then
   run_wrk ceiling "http://127.0.0.1:$CEILING_PORT/v1/trust"
 fi
 
-bench_backend sqlite "sqlite://$WORK/bench.db"
-
 PG_DB=cardgate_bench_$$
-psql "$PG_ADMIN" -qc "create database $PG_DB" >/dev/null
-PG_URL="${PG_ADMIN%/*}/$PG_DB"
-bench_backend postgres "$PG_URL"
+for backend in $BACKENDS; do
+  case $backend in
+    sqlite) bench_backend sqlite "sqlite://$WORK/bench.db" ;;
+    postgres)
+      psql "$PG_ADMIN" -qc "create database $PG_DB" >/dev/null
+      bench_backend postgres "${PG_ADMIN%/*}/$PG_DB" ;;
+    *) echo "unknown backend $backend (sqlite, postgres)" >&2; exit 2 ;;
+  esac
+done
 
 cleanup
 psql "$PG_ADMIN" -qc "drop database if exists $PG_DB with (force)" >/dev/null || true
