@@ -6,13 +6,14 @@ use std::str::FromStr;
 use serde::{Deserialize, Serialize};
 
 /// How one capability fared in a probe run: what the probe judged, and what decisions read.
+/// Reasons are boxed: the read model holds three outcomes per subject (issue 30).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "status", rename_all = "kebab-case")]
 pub enum CapabilityOutcome {
     Passed,
-    Failed { reason: String },
+    Failed { reason: Box<str> },
     NotAdvertised,
-    NotExercised { reason: String },
+    NotExercised { reason: Box<str> },
 }
 
 /// A card capability flag whose semantics cardgate verifies by probing.

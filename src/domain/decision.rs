@@ -38,15 +38,16 @@ pub struct Posture {
     pub requires: CapabilitySet,
 }
 
-/// Whether the latest card snapshot may be used at all.
+/// Whether the latest card snapshot may be used at all. Texts are boxed, exact-sized: the read
+/// model holds one per callee.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum CardTrust {
     /// Signature verified; `detail` names the signature (kid, alg, key source).
-    Verified { detail: String },
+    Verified { detail: Box<str> },
     /// Unsigned, admitted because the operator turned off the signature requirement.
     UnsignedAdmitted,
     /// Fetch, parse or required signature check failed.
-    Untrusted { reason: String },
+    Untrusted { reason: Box<str> },
 }
 
 /// One interface the card offers, as the decision needs it.
@@ -65,9 +66,9 @@ pub struct OfferedInterface {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CardFacts {
     pub snapshot_id: SnapshotId,
-    pub card_origin: String,
+    pub card_origin: Box<str>,
     pub trust: CardTrust,
-    pub interfaces: Vec<OfferedInterface>,
+    pub interfaces: Box<[OfferedInterface]>,
 }
 
 /// The subject's most recent finished probe cycle, reduced to what decisions read.
@@ -76,16 +77,60 @@ pub struct ProbeFacts {
     pub probe_run_id: ProbeRunId,
     /// Where the probe started, in ledger order.
     pub start: ProbeStart,
+    pub capabilities: CapabilityMap<CapabilityOutcome>,
+    /// What set the run apart from a clean one, boxed and absent when nothing did: the read
+    /// model holds one of these per subject, and most runs have nothing to say here (issue 30).
+    remarks: Option<Box<ProbeRemarks>>,
+}
+
+/// The parts of a probe's facts a clean run leaves empty.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProbeRemarks {
     /// `Ok` when submitted → working → exactly one terminal was observed with nothing after it;
     /// otherwise what was missing or wrong.
     pub lifecycle: Result<(), Box<str>>,
     /// Transitions that carried no (parseable) `status.timestamp`, e.g. `submitted (stream)`.
-    pub untimestamped: Box<[Box<str>]>,
-    pub capabilities: CapabilityMap<CapabilityOutcome>,
+    pub untimestamped: Vec<Box<str>>,
     /// Credentials kept the probe from the callee: why (the lifecycle is then unknown).
     pub unexercised: Option<Box<str>>,
     /// The sha256 of the authenticated extended card the probe judged capabilities by.
     pub extended_card: Option<Box<str>>,
+}
+
+impl ProbeRemarks {
+    const CLEAN: Self = Self {
+        lifecycle: Ok(()),
+        untimestamped: Vec::new(),
+        unexercised: None,
+        extended_card: None,
+    };
+}
+
+impl ProbeFacts {
+    pub fn new(
+        probe_run_id: ProbeRunId,
+        start: ProbeStart,
+        capabilities: CapabilityMap<CapabilityOutcome>,
+        remarks: ProbeRemarks,
+    ) -> Self {
+        Self {
+            probe_run_id,
+            start,
+            capabilities,
+            remarks: (remarks != ProbeRemarks::CLEAN).then(|| Box::new(remarks)),
+        }
+    }
+
+    fn remarks(&self) -> &ProbeRemarks {
+        static CLEAN: ProbeRemarks = ProbeRemarks::CLEAN;
+        self.remarks.as_deref().unwrap_or(&CLEAN)
+    }
+
+    /// The remarks, to change them (tests build unclean runs this way).
+    pub fn remarks_mut(&mut self) -> &mut ProbeRemarks {
+        self.remarks
+            .get_or_insert_with(|| Box::new(ProbeRemarks::CLEAN))
+    }
 }
 
 /// The subject's folded ledger state as the conditions read it, and the ledger position it
@@ -391,7 +436,8 @@ fn lifecycle_probe(posture: &Posture, input: &DecisionInput) -> Condition {
             "no probe cycle has finished for this subject yet",
         );
     };
-    if let Some(why) = &probe.unexercised {
+    let remarks = probe.remarks();
+    if let Some(why) = &remarks.unexercised {
         return cond(
             ID,
             Unknown,
@@ -401,7 +447,7 @@ fn lifecycle_probe(posture: &Posture, input: &DecisionInput) -> Condition {
             ),
         );
     }
-    if let Err(what) = &probe.lifecycle {
+    if let Err(what) = &remarks.lifecycle {
         return cond(
             ID,
             Fail,
@@ -411,7 +457,7 @@ fn lifecycle_probe(posture: &Posture, input: &DecisionInput) -> Condition {
             ),
         );
     }
-    match (posture.dedup, probe.untimestamped.is_empty()) {
+    match (posture.dedup, remarks.untimestamped.is_empty()) {
         (_, true) => cond(
             ID,
             Pass,
@@ -427,7 +473,7 @@ fn lifecycle_probe(posture: &Posture, input: &DecisionInput) -> Condition {
                 "probe {} observed the full lifecycle; transitions without status.timestamp ({}) \
                  do not matter with dedup=none",
                 probe.probe_run_id,
-                probe.untimestamped.join(", ")
+                remarks.untimestamped.join(", ")
             ),
         ),
         (Dedup::Timestamp, false) => cond(
@@ -437,7 +483,7 @@ fn lifecycle_probe(posture: &Posture, input: &DecisionInput) -> Condition {
                 "probe {} observed transitions without status.timestamp: {}; a caller that \
                  deduplicates by timestamp cannot rely on them",
                 probe.probe_run_id,
-                probe.untimestamped.join(", ")
+                remarks.untimestamped.join(", ")
             ),
         ),
     }
@@ -461,7 +507,7 @@ fn capability(
     let extended = input
         .probe
         .as_ref()
-        .filter(|p| p.extended_card.is_some() && p.capabilities.contains_key(&cap));
+        .filter(|p| p.remarks().extended_card.is_some() && p.capabilities.contains_key(&cap));
     if let Some(probe) = extended.filter(|_| !interface.advertised.contains(&cap)) {
         return probed(id, cap, probe);
     }
@@ -514,7 +560,7 @@ fn capability(
 /// the authenticated extended one).
 fn probed(id: String, cap: Capability, probe: &ProbeFacts) -> Condition {
     let condition = probed_as_declared(id, cap, probe);
-    match &probe.extended_card {
+    match &probe.remarks().extended_card {
         Some(sha256) => Condition {
             reason: format!(
                 "{}, as the authenticated extended card (sha256 {}) declares it",

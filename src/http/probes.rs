@@ -240,7 +240,7 @@ impl From<&CapabilityOutcome> for CapabilityView {
     fn from(c: &CapabilityOutcome) -> Self {
         let reason = match c {
             CapabilityOutcome::Failed { reason } | CapabilityOutcome::NotExercised { reason } => {
-                Some(reason.clone())
+                Some(reason.to_string())
             }
             CapabilityOutcome::Passed | CapabilityOutcome::NotAdvertised => None,
         };

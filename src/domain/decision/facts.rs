@@ -7,7 +7,9 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 use url::Url;
 
-use super::{CardFacts, CardTrust, DecisionInput, OfferedInterface, ProbeFacts, SubjectFacts};
+use super::{
+    CardFacts, CardTrust, DecisionInput, OfferedInterface, ProbeFacts, ProbeRemarks, SubjectFacts,
+};
 use crate::domain::capability::{CapabilityMap, CapabilityOutcome};
 use crate::domain::card::signature::SignatureVerdict;
 use crate::domain::card::{CardSnapshot, origin_text};
@@ -55,10 +57,8 @@ impl From<&Judgement> for JudgementFacts {
 impl JudgementFacts {
     /// The facts of run `id`, which started at `start`.
     pub fn of_run(self, id: ProbeRunId, start: ProbeStart) -> ProbeFacts {
-        ProbeFacts {
-            probe_run_id: id,
-            start,
-            // Boxed: exact-sized, and a word smaller each, held per subject in the read model.
+        // Boxed: exact-sized, and a word smaller each, held per subject in the read model.
+        let remarks = ProbeRemarks {
             lifecycle: self.verdict.lifecycle.map_err(String::into_boxed_str),
             untimestamped: self
                 .verdict
@@ -66,10 +66,10 @@ impl JudgementFacts {
                 .into_iter()
                 .map(String::into_boxed_str)
                 .collect(),
-            capabilities: self.capabilities,
             unexercised: self.verdict.unexercised.map(String::into_boxed_str),
             extended_card: self.verdict.extended_card.map(String::into_boxed_str),
-        }
+        };
+        ProbeFacts::new(id, start, self.capabilities, remarks)
     }
 }
 
@@ -79,7 +79,7 @@ pub fn card_facts(snapshot: &CardSnapshot) -> CardFacts {
     let card_url = Url::parse(&snapshot.url).ok();
     let trust = match (&a.problem, &a.signature) {
         (Some(problem), _) => CardTrust::Untrusted {
-            reason: problem.clone(),
+            reason: problem.as_str().into(),
         },
         (
             None,
@@ -90,7 +90,8 @@ pub fn card_facts(snapshot: &CardSnapshot) -> CardFacts {
                 key_source,
             },
         ) => CardTrust::Verified {
-            detail: format!("signature {index}, kid `{kid}`, {alg}, key from {key_source}"),
+            detail: format!("signature {index}, kid `{kid}`, {alg}, key from {key_source}")
+                .into_boxed_str(),
         },
         (None, _) => CardTrust::UnsignedAdmitted,
     };
@@ -111,7 +112,8 @@ pub fn card_facts(snapshot: &CardSnapshot) -> CardFacts {
         snapshot_id: snapshot.id,
         card_origin: card_url
             .as_ref()
-            .map_or_else(|| snapshot.url.clone(), origin_text),
+            .map_or_else(|| snapshot.url.clone(), origin_text)
+            .into_boxed_str(),
         trust,
         interfaces,
     }
@@ -139,7 +141,7 @@ pub fn input(
         |card| match subject.and_then(|s| s.state.card_untrusted.as_ref()) {
             Some(reason) => Arc::new(CardFacts {
                 trust: CardTrust::Untrusted {
-                    reason: reason.clone(),
+                    reason: reason.as_str().into(),
                 },
                 ..CardFacts::clone(card)
             }),

@@ -44,7 +44,7 @@ fn card(interfaces: Vec<OfferedInterface>) -> Arc<CardFacts> {
         trust: CardTrust::Verified {
             detail: "kid k1, ES256, pinned key".into(),
         },
-        interfaces,
+        interfaces: interfaces.into(),
     })
 }
 
@@ -74,19 +74,21 @@ fn probe(
     untimestamped: &[&str],
     caps: &[(Capability, CapabilityOutcome)],
 ) -> ProbeFacts {
-    ProbeFacts {
-        probe_run_id: ProbeRunId::new(),
+    ProbeFacts::new(
+        ProbeRunId::new(),
         // Started when the ledger head was seq 100, at 100 seconds.
-        start: ProbeStart {
+        ProbeStart {
             head_seq: Some(100),
             at: t(100),
         },
-        lifecycle: lifecycle.map_err(Box::from),
-        untimestamped: untimestamped.iter().map(|s| (*s).into()).collect(),
-        capabilities: caps.iter().cloned().collect(),
-        unexercised: None,
-        extended_card: None,
-    }
+        caps.iter().cloned().collect(),
+        ProbeRemarks {
+            lifecycle: lifecycle.map_err(Box::from),
+            untimestamped: untimestamped.iter().map(|s| (*s).into()).collect(),
+            unexercised: None,
+            extended_card: None,
+        },
+    )
 }
 
 /// A subject that passes everything for a strict 1.0 caller requiring streaming.
@@ -226,14 +228,19 @@ fn cases() -> Vec<(&'static str, Posture, Tweak, &'static str, ConditionStatus)>
         (
             "incomplete lifecycle fails",
             strict(),
-            |i| i.probe.as_mut().unwrap().lifecycle = Err("never left working".into()),
+            |i| {
+                i.probe.as_mut().unwrap().remarks_mut().lifecycle = Err("never left working".into())
+            },
             "lifecycle-probe",
             Fail,
         ),
         (
             "incomplete lifecycle fails for dedup=none too",
             relaxed(),
-            |i| i.probe.as_mut().unwrap().lifecycle = Err("two terminal states".into()),
+            |i| {
+                i.probe.as_mut().unwrap().remarks_mut().lifecycle =
+                    Err("two terminal states".into())
+            },
             "lifecycle-probe",
             Fail,
         ),
@@ -241,7 +248,7 @@ fn cases() -> Vec<(&'static str, Posture, Tweak, &'static str, ConditionStatus)>
             "a probe that credentials kept from the callee is unknown, not a failure",
             strict(),
             |i| {
-                let p = i.probe.as_mut().unwrap();
+                let p = i.probe.as_mut().unwrap().remarks_mut();
                 p.lifecycle = Err("PROBE-AUTH: the agent answered HTTP 401".into());
                 p.unexercised = Some("the agent answered HTTP 401".into());
             },
@@ -251,14 +258,20 @@ fn cases() -> Vec<(&'static str, Posture, Tweak, &'static str, ConditionStatus)>
         (
             "missing timestamp fails a timestamp-dedup caller",
             strict(),
-            |i| i.probe.as_mut().unwrap().untimestamped = ["submitted (stream)".into()].into(),
+            |i| {
+                i.probe.as_mut().unwrap().remarks_mut().untimestamped =
+                    vec!["submitted (stream)".into()]
+            },
             "lifecycle-probe",
             Fail,
         ),
         (
             "dedup=none does not require timestamps",
             relaxed(),
-            |i| i.probe.as_mut().unwrap().untimestamped = ["submitted (stream)".into()].into(),
+            |i| {
+                i.probe.as_mut().unwrap().remarks_mut().untimestamped =
+                    vec!["submitted (stream)".into()]
+            },
             "lifecycle-probe",
             Pass,
         ),
@@ -282,7 +295,8 @@ fn cases() -> Vec<(&'static str, Posture, Tweak, &'static str, ConditionStatus)>
             strict(),
             |i| {
                 i.card = Some(card(vec![interface("1.0", true, &[])]));
-                i.probe.as_mut().unwrap().extended_card = Some("ab".repeat(32).into());
+                i.probe.as_mut().unwrap().remarks_mut().extended_card =
+                    Some("ab".repeat(32).into());
             },
             "capability:streaming",
             Pass,
@@ -503,7 +517,7 @@ fn a_card_trusted_subject_with_untimestamped_submit_is_authoritative_only_withou
         &[],
         &[(Capability::Streaming, 0)],
     ));
-    input.probe.as_mut().unwrap().untimestamped = ["submitted (response)".into()].into();
+    input.probe.as_mut().unwrap().remarks_mut().untimestamped = vec!["submitted (response)".into()];
     let strict = evaluate(&posture("1.0", Dedup::Timestamp, &[]), &input);
     let relaxed = evaluate(&posture("1.0", Dedup::None, &[]), &input);
     assert!(!strict.authoritative);
@@ -542,11 +556,15 @@ fn state_transition_history_on_a_v1_interface_explains_its_removal() {
 }
 
 /// The read model holds one input per subject (a million of them, issue 30): it stays within
-/// the allocator's 384-byte class (with its version beside it), where it was 456 bytes.
+/// the allocator's 320-byte class (with its version beside it), where it was 456 bytes, then
+/// 384; a clean probe's remarks take no room, and the card's facts fit 96 bytes with their
+/// `Arc`'s counts.
 #[test]
 fn a_decision_input_stays_small() {
     let entry = std::mem::size_of::<(crate::domain::version::ProtocolVersion, DecisionInput)>();
-    assert!(entry <= 384, "{entry} bytes");
+    assert!(entry <= 320, "{entry} bytes");
+    let card = std::mem::size_of::<CardFacts>() + 2 * std::mem::size_of::<usize>();
+    assert!(card <= 96, "{card} bytes");
 }
 
 #[test]

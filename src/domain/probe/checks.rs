@@ -69,10 +69,10 @@ pub fn evaluate(
             let outcome = match finding.status {
                 FindingStatus::Pass => CapabilityOutcome::Passed,
                 FindingStatus::Fail => CapabilityOutcome::Failed {
-                    reason: finding.message.clone(),
+                    reason: finding.message.as_str().into(),
                 },
                 FindingStatus::NotExercised => CapabilityOutcome::NotExercised {
-                    reason: finding.message.clone(),
+                    reason: finding.message.as_str().into(),
                 },
             };
             (outcome, Some(finding))
@@ -124,7 +124,7 @@ fn unexercised(
                 capabilities.insert(
                     cap,
                     CapabilityOutcome::NotExercised {
-                        reason: because.clone(),
+                        reason: because.as_str().into(),
                     },
                 );
             }

@@ -604,9 +604,9 @@ pub fn probe_run(
                     tbody { @for (cap, outcome) in &j.capabilities {
                         @let (word, class, reason) = match outcome {
                             CapabilityOutcome::Passed => ("passed", "pass", None),
-                            CapabilityOutcome::Failed { reason } => ("failed", "fail", Some(reason.as_str())),
+                            CapabilityOutcome::Failed { reason } => ("failed", "fail", Some(&**reason)),
                             CapabilityOutcome::NotAdvertised => ("not advertised", "unknown", None),
-                            CapabilityOutcome::NotExercised { reason } => ("not exercised", "not-exercised", Some(reason.as_str())),
+                            CapabilityOutcome::NotExercised { reason } => ("not exercised", "not-exercised", Some(&**reason)),
                         };
                         tr {
                             td.mono { (cap) }
