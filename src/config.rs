@@ -452,6 +452,11 @@ pub struct ScheduleArgs {
     /// hash and assessment stay). 0 keeps every snapshot.
     #[arg(long, env = "CARDGATE_KEEP_SNAPSHOTS", default_value_t = ScheduleSettings::default().keep_snapshots)]
     pub keep_snapshots: u32,
+    /// Days a finished webhook delivery (delivered, or failed for good) stays listed and
+    /// retryable; then the refresh sweep deletes it, and an event's stored body with its last
+    /// delivery. Pending deliveries are never pruned. 0 keeps every delivery.
+    #[arg(long, env = "CARDGATE_KEEP_DELIVERIES_DAYS", default_value_t = ScheduleSettings::default().keep_deliveries.as_secs() / 86_400)]
+    pub keep_deliveries_days: u64,
 
     /// Queue probes when registration or a refresh reveals a new version or capability.
     #[arg(long, env = "CARDGATE_PROBE_ON_CHANGE", default_value_t = CardPolicy::default().probe_on_change, action = clap::ArgAction::Set)]
@@ -468,6 +473,7 @@ impl ScheduleArgs {
             job_retention: Duration::from_secs(self.job_retention_secs),
             keep_transcripts: self.keep_transcripts,
             keep_snapshots: self.keep_snapshots,
+            keep_deliveries: Duration::from_secs(self.keep_deliveries_days.saturating_mul(86_400)),
             ..ScheduleSettings::default()
         })
     }

@@ -89,6 +89,8 @@ pub struct ScheduleSettings {
     pub keep_transcripts: u32,
     /// Public card snapshots kept whole per callee (service::retention); 0 keeps them all.
     pub keep_snapshots: u32,
+    /// How long finished webhook deliveries are kept (service::retention); zero keeps them.
+    pub keep_deliveries: Duration,
 }
 
 impl Default for ScheduleSettings {
@@ -102,6 +104,7 @@ impl Default for ScheduleSettings {
             job_retention: Duration::from_secs(24 * 3600),
             keep_transcripts: 10,
             keep_snapshots: 10,
+            keep_deliveries: Duration::from_secs(30 * 24 * 3600),
         }
     }
 }
@@ -139,6 +142,9 @@ impl Ticks {
 /// Runs past retention examined per refresh sweep: a backlog (a first start with retention on,
 /// or `CARDGATE_KEEP_TRANSCRIPTS` lowered) is worked off over several sweeps, each bounded.
 const PRUNE_PER_SWEEP: u64 = 5_000;
+/// Most webhook deliveries one sweep deletes: deliveries are events times subscriptions, far
+/// more rows than runs, and each is small.
+const DELIVERIES_PER_SWEEP: u64 = 100_000;
 
 /// The share of the time until the next refresh sweep its jobs are spread over; the rest is
 /// slack for the last of them to finish before the next sweep looks.
@@ -200,6 +206,13 @@ pub async fn refresh_sweep(
             pruned = pruned.dropped,
             "pruned card snapshots' raw bytes"
         );
+    }
+    let pruned =
+        retention::prune_deliveries(services, settings.keep_deliveries, DELIVERIES_PER_SWEEP)
+            .await
+            .context("pruning webhook deliveries")?;
+    if pruned > 0 {
+        tracing::info!(pruned, "pruned finished webhook deliveries");
     }
     let due = services
         .store

@@ -7,6 +7,11 @@
 //! started from or whose trust changed: `domain::retention` decides, the store does. The
 //! ledger, its tree and its proofs are never pruned, nor any run's verdict, findings or
 //! observed transitions, nor any snapshot's hash and assessment.
+//!
+//! Webhook deliveries grow with events times subscriptions: finished ones (delivered, or
+//! failed for good) are kept for a time for `/v1/subscriptions/{id}/deliveries` and retries,
+//! then deleted, and an event's stored body with its last delivery. Pending ones stay, however
+//! old (a paused subscription's queue).
 
 use std::collections::BTreeSet;
 
@@ -49,6 +54,30 @@ pub async fn prune(services: &Services, keep: u32, max_runs: u64) -> Result<Prun
         let runs = retention::prunable(&candidates, &evidence);
         pruned.dropped += store.prune_transcripts(&runs, services.now()).await?;
         if candidates.len() < BATCH as usize {
+            break;
+        }
+    }
+    Ok(pruned)
+}
+
+/// One pass over webhook deliveries: those that finished more than `keep` before now go, at
+/// most `max` of them, the oldest first; a `keep` of zero keeps every delivery.
+pub async fn prune_deliveries(
+    services: &Services,
+    keep: std::time::Duration,
+    max: u64,
+) -> Result<u64, ServiceError> {
+    let before = chrono::Duration::from_std(keep)
+        .ok()
+        .and_then(|keep| services.now().checked_sub_signed(keep));
+    let Some(before) = before.filter(|_| !keep.is_zero()) else {
+        return Ok(0);
+    };
+    let mut pruned = 0;
+    while pruned < max {
+        let deleted = services.store.prune_deliveries(before, BATCH).await?;
+        pruned += deleted;
+        if deleted < u64::from(BATCH) {
             break;
         }
     }

@@ -282,7 +282,8 @@ macro_rules! impl_queue_deliveries {
                 }
                 let mut rows: Vec<QueuedRow> = Vec::new();
                 let mut leased: Vec<Claimed> = Vec::new();
-                let mut bodies: Vec<(i64, String)> = Vec::new();
+                // Each event's body, and how many deliveries name it (it goes with the last).
+                let mut bodies: Vec<(i64, String, i64)> = Vec::new();
                 let mut announcements: BTreeMap<(String, EventType), i64> = BTreeMap::new();
                 // Whether each chain is still open to the handoff: nothing pending from before,
                 // and every earlier delivery of this append handed over too.
@@ -295,12 +296,12 @@ macro_rules! impl_queue_deliveries {
                     let payload = webhook::EventPayload::new(kind, event, subject);
                     let subject_heads = heads.entry(key.clone()).or_default();
                     let waiting = pending.get(&key);
-                    let mut wanted = false;
+                    let mut wanted = 0_i64;
                     for (sub, created_seq) in subscriptions
                         .iter()
                         .filter(|(s, _)| s.wants(event.callee_id, kind))
                     {
-                        wanted = true;
+                        wanted += 1;
                         let chain = (sub.id.0, key.clone());
                         let before = webhook::previous_seq(
                             sub,
@@ -333,15 +334,18 @@ macro_rules! impl_queue_deliveries {
                     // name it as the one before it.
                     subject_heads.insert(kind, event.seq);
                     announcements.insert((key, kind), event.seq);
-                    if wanted {
-                        bodies.push((event.seq, payload.into_head()));
+                    if wanted > 0 {
+                        bodies.push((event.seq, payload.into_head(), wanted));
                     }
                 }
                 if !bodies.is_empty() {
-                    let mut insert =
-                        sqlx::QueryBuilder::<$db>::new("insert into event_payloads (seq, head) ");
-                    insert.push_values(&bodies, |mut row, (seq, head)| {
-                        row.push_bind(*seq).push_bind(head.as_str());
+                    let mut insert = sqlx::QueryBuilder::<$db>::new(
+                        "insert into event_payloads (seq, head, deliveries) ",
+                    );
+                    insert.push_values(&bodies, |mut row, (seq, head, deliveries)| {
+                        row.push_bind(*seq)
+                            .push_bind(head.as_str())
+                            .push_bind(*deliveries);
                     });
                     insert.build().execute(&mut **self).await?;
                 }
@@ -386,6 +390,66 @@ pub(crate) trait InsertQueued {
         now: Timestamp,
         lessee: Option<&Lessee>,
     ) -> Result<(), StoreError>;
+}
+
+/// Deleting deliveries: each event's stored body counts the deliveries that name it, and goes
+/// with the last. Whoever deletes a delivery (a prune, a subscription's deletion) lowers the
+/// count for exactly the rows its own statement deleted, so two of them at once cannot count
+/// one delivery twice.
+pub(crate) trait ReleasePayloads {
+    /// `gone`: the seq of every delivery just deleted, one entry each.
+    async fn release_payloads(&mut self, gone: &[(i64,)]) -> Result<(), StoreError>;
+}
+
+/// Deliveries gone per event seq.
+fn per_event(gone: &[(i64,)]) -> BTreeMap<i64, i64> {
+    let mut counts = BTreeMap::new();
+    for (seq,) in gone {
+        *counts.entry(*seq).or_insert(0) += 1;
+    }
+    counts
+}
+
+impl ReleasePayloads for sqlx::Transaction<'static, sqlx::Postgres> {
+    async fn release_payloads(&mut self, gone: &[(i64,)]) -> Result<(), StoreError> {
+        let (seqs, counts): (Vec<i64>, Vec<i64>) = per_event(gone).into_iter().unzip();
+        if seqs.is_empty() {
+            return Ok(());
+        }
+        // Two statements whatever the number of events: a subscription deleted with a
+        // hundred thousand deliveries does not hold the ledger lock for as many round trips.
+        sqlx::query(
+            "update event_payloads p set deliveries = p.deliveries - v.n \
+             from unnest($1::bigint[], $2::bigint[]) as v (seq, n) where p.seq = v.seq",
+        )
+        .bind(&seqs)
+        .bind(&counts)
+        .execute(&mut **self)
+        .await?;
+        sqlx::query("delete from event_payloads where seq = any($1) and deliveries <= 0")
+            .bind(&seqs)
+            .execute(&mut **self)
+            .await?;
+        Ok(())
+    }
+}
+
+impl ReleasePayloads for sqlx::Transaction<'static, sqlx::Sqlite> {
+    async fn release_payloads(&mut self, gone: &[(i64,)]) -> Result<(), StoreError> {
+        // In process: a statement per event costs no round trip.
+        for (seq, n) in per_event(gone) {
+            sqlx::query("update event_payloads set deliveries = deliveries - $2 where seq = $1")
+                .bind(seq)
+                .bind(n)
+                .execute(&mut **self)
+                .await?;
+            sqlx::query("delete from event_payloads where seq = $1 and deliveries <= 0")
+                .bind(seq)
+                .execute(&mut **self)
+                .await?;
+        }
+        Ok(())
+    }
 }
 
 /// A row's lease as inserted.
@@ -686,10 +750,12 @@ impl Store {
         let done = dispatch!(self, |pool| {
             let mut tx = pool.begin_write().await?;
             tx.lock_ledger().await?;
-            sqlx::query("delete from deliveries where subscription_id = $1")
-                .bind(id.0)
-                .execute(&mut *tx)
-                .await?;
+            let gone: Vec<(i64,)> =
+                sqlx::query_as("delete from deliveries where subscription_id = $1 returning seq")
+                    .bind(id.0)
+                    .fetch_all(&mut *tx)
+                    .await?;
+            tx.release_payloads(&gone).await?;
             let done = sqlx::query("delete from subscriptions where id = $1")
                 .bind(id.0)
                 .execute(&mut *tx)
@@ -788,6 +854,38 @@ impl Store {
             .await
         })?;
         rows.into_iter().map(TryInto::try_into).collect()
+    }
+
+    /// Deletes up to `limit` deliveries that finished (delivered or failed) before `before`,
+    /// the oldest first, and the stored event bodies no delivery names any more; how many
+    /// deliveries went. A delivery queued again meanwhile (pending) stays.
+    pub async fn prune_deliveries(&self, before: Timestamp, limit: u32) -> Result<u64, StoreError> {
+        dispatch!(self, |pool| {
+            let mut tx = pool.begin_write().await?;
+            let gone: Vec<(i64,)> = sqlx::query_as(
+                "delete from deliveries where id in \
+                 (select id from deliveries where status <> 'pending' and finished_at < $1 \
+                  order by finished_at limit $2) \
+                 and status <> 'pending' returning seq",
+            )
+            .bind(before)
+            .bind(i64::from(limit))
+            .fetch_all(&mut *tx)
+            .await?;
+            tx.release_payloads(&gone).await?;
+            tx.commit().await?;
+            Ok(gone.len() as u64)
+        })
+    }
+
+    /// How many events' bodies are stored for their deliveries (what pruning them measures).
+    pub async fn stored_event_bodies(&self) -> Result<u64, StoreError> {
+        let (n,): (i64,) = dispatch!(self, |pool| {
+            sqlx::query_as("select count(*) from event_payloads")
+                .fetch_one(pool)
+                .await
+        })?;
+        Ok(u64::try_from(n).unwrap_or(0))
     }
 
     /// Queues delivery `id` of `subscription` again, now; `NotFound` if it is not that

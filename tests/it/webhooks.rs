@@ -27,6 +27,7 @@ on_both_backends!(
     a_receiver_down_for_20_s_gets_every_delivery_once_in_order,
     retry_after_on_429_and_503_sets_the_next_attempt,
     subscriptions_are_paused_resumed_tested_and_marked_failing,
+    finished_deliveries_are_pruned_after_their_retention_and_an_events_body_with_its_last,
 );
 
 /// One request the receiver got.
@@ -911,5 +912,96 @@ async fn subscriptions_are_paused_resumed_tested_and_marked_failing(db: TestDb) 
     let metrics = metrics.text().await.unwrap();
     let line = "cardgate_webhook_subscriptions_failing 1";
     assert!(metrics.lines().any(|l| l == line), "{metrics}");
+    server.stop().await;
+}
+
+/// Retention of deliveries (issue 30): finished ones go once past their retention, pending
+/// ones never do, and an event's stored body stays while any delivery names it.
+async fn finished_deliveries_are_pruned_after_their_retention_and_an_events_body_with_its_last(
+    db: TestDb,
+) {
+    let server = server_with_fast_retries(&db).await;
+    let receiver = Receiver::start(vec![204]).await;
+    let waiting = Receiver::start(vec![204]).await;
+    let done = subscribe(&server, json!({"url": receiver.url})).await["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let paused = subscribe(&server, json!({"url": waiting.url})).await["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let (status, _) = server
+        .post(&format!("/v1/subscriptions/{paused}/pause"), json!({}))
+        .await;
+    assert_eq!(status, 200);
+    let agent = FakeAgent::start(FakeAgentConfig::default(), Behaviour::Conformant)
+        .await
+        .unwrap();
+    let callee = register(&server, &agent.origin(), json!({})).await;
+    probe(&server, &callee, "1.0").await;
+    let delivered = wait_deliveries(&server, &done, |items| {
+        items.len() >= 2 && items.iter().all(|d| d["status"] == "delivered")
+    })
+    .await;
+    let queued = deliveries(&server, &paused).await;
+    assert_eq!(queued.len(), delivered.len(), "{queued:#?}");
+    assert!(queued.iter().all(|d| d["status"] == "pending"));
+    let bodies = db.store.stored_event_bodies().await.unwrap();
+    assert_eq!(bodies as usize, delivered.len(), "one body per event");
+
+    // Within the retention nothing goes.
+    let now = chrono::Utc::now();
+    let a_day = chrono::Duration::days(1);
+    assert_eq!(
+        db.store.prune_deliveries(now - a_day, 1_000).await.unwrap(),
+        0
+    );
+    // Past it, the delivered go and the pending stay, with their events' bodies.
+    let pruned = db.store.prune_deliveries(now + a_day, 1_000).await.unwrap();
+    assert_eq!(pruned as usize, delivered.len());
+    assert!(deliveries(&server, &done).await.is_empty());
+    assert_eq!(deliveries(&server, &paused).await.len(), queued.len());
+    assert_eq!(db.store.stored_event_bodies().await.unwrap(), bodies);
+    let (status, _) = server
+        .post(&format!("/v1/subscriptions/{paused}/resume"), json!({}))
+        .await;
+    assert_eq!(status, 200);
+    wait_deliveries(&server, &paused, |items| {
+        items.iter().all(|d| d["status"] == "delivered")
+    })
+    .await;
+    let sent: Vec<Value> = waiting.received().iter().map(Received::json).collect();
+    let kept: Vec<Value> = receiver.received().iter().map(Received::json).collect();
+    assert_eq!(
+        sent.iter().map(|b| &b["type"]).collect::<Vec<_>>(),
+        kept.iter().map(|b| &b["type"]).collect::<Vec<_>>(),
+        "the queued deliveries went out whole after the others were pruned"
+    );
+    assert!(
+        sent.iter()
+            .all(|b| b["data"]["event"]["callee_id"] == callee.as_str())
+    );
+
+    // The last deliveries gone, the bodies go with them; so do a deleted subscription's.
+    let pruned = db.store.prune_deliveries(now + a_day, 1_000).await.unwrap();
+    assert_eq!(pruned as usize, queued.len());
+    assert_eq!(db.store.stored_event_bodies().await.unwrap(), 0);
+    probe(&server, &callee, "1.0").await;
+    wait_deliveries(&server, &done, |items| {
+        !items.is_empty() && items.iter().all(|d| d["status"] == "delivered")
+    })
+    .await;
+    assert!(db.store.stored_event_bodies().await.unwrap() > 0);
+    for sub in [&done, &paused] {
+        let response = server
+            .client
+            .delete(server.url(&format!("/v1/subscriptions/{sub}")))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), 204);
+    }
+    assert_eq!(db.store.stored_event_bodies().await.unwrap(), 0);
     server.stop().await;
 }
