@@ -54,13 +54,8 @@ pub fn respond_bytes(
     content_type: &'static str,
     cache_control: &'static str,
     body: Vec<u8>,
-) -> Result<Response, ApiError> {
-    Ok(respond_tagged(
-        request,
-        content_type,
-        cache_control,
-        Tagged::new(body),
-    ))
+) -> Response {
+    respond_tagged(request, content_type, cache_control, Tagged::new(body))
 }
 
 /// `tagged` as `content_type` with `cache_control`, or an empty 304 when `request` already
@@ -93,13 +88,9 @@ pub fn respond_tagged(
 
 /// A strong entity tag: the first 128 bits of the body's SHA-256, quoted.
 fn etag(body: &[u8]) -> HeaderValue {
-    const HEX: &[u8; 16] = b"0123456789abcdef";
-    let digest = Sha256::digest(body);
     let mut tag = [b'"'; 34];
-    for (i, byte) in digest[..16].iter().enumerate() {
-        tag[1 + 2 * i] = HEX[usize::from(byte >> 4)];
-        tag[2 + 2 * i] = HEX[usize::from(byte & 0xf)];
-    }
+    hex::encode_to_slice(&Sha256::digest(body)[..16], &mut tag[1..33])
+        .expect("16 bytes are 32 hex digits");
     HeaderValue::from_bytes(&tag).expect("quoted hex is a valid header value")
 }
 

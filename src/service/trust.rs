@@ -23,8 +23,7 @@ pub async fn decide(
     posture: &Posture,
     min_seq: Option<i64>,
 ) -> Result<Decision, ServiceError> {
-    loaded(view)?;
-    reflect(view, min_seq).await?;
+    current(view, min_seq).await?;
     view.decide(callee_id, posture)
         .ok_or(ServiceError::NotFound(Missing::Callee(callee_id)))
 }
@@ -40,8 +39,7 @@ pub async fn answer<T: Clone, E>(
     min_seq: Option<i64>,
     render: impl FnOnce(Decision) -> Result<T, E>,
 ) -> Result<Result<T, E>, ServiceError> {
-    loaded(view)?;
-    reflect(view, min_seq).await?;
+    current(view, min_seq).await?;
     view.answer(answers, callee_id, posture, render)
         .ok_or(ServiceError::NotFound(Missing::Callee(callee_id)))
 }
@@ -53,9 +51,14 @@ pub async fn callee_by_card_url(
     card_url: &str,
     min_seq: Option<i64>,
 ) -> Result<Option<CalleeId>, ServiceError> {
-    loaded(view)?;
-    reflect(view, min_seq).await?;
+    current(view, min_seq).await?;
     Ok(view.callee_by_card_url(card_url))
+}
+
+/// The model loaded, and reflecting `min_seq`: what every answer from it waits for.
+async fn current(view: &ReadModel, min_seq: Option<i64>) -> Result<(), ServiceError> {
+    loaded(view)?;
+    reflect(view, min_seq).await
 }
 
 /// Decisions wait for the model's load at start: not knowing a callee yet is not "no such

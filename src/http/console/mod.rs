@@ -583,12 +583,12 @@ async fn badge_svg(
         .and_then(|d| d.gate_state)
         .ok_or_else(missing)?;
     let svg = badge::render(&version.to_string(), gate);
-    conditional::respond_bytes(
+    Ok(conditional::respond_bytes(
         &headers,
         "image/svg+xml",
         "public, max-age=60",
         svg.into_bytes(),
-    )
+    ))
 }
 
 #[cfg(test)]
