@@ -44,6 +44,10 @@ struct Args {
     /// `bearer` scheme); give cardgate the token as the callee's credential.
     #[arg(long, value_name = "TOKEN")]
     bearer: Option<String>,
+    /// Misbehave only on turns whose message text contains TEXT; conformant otherwise, so the
+    /// agent passes its probes and fails in the field.
+    #[arg(long, value_name = "TEXT")]
+    fault_on: Option<String>,
 }
 
 #[tokio::main]
@@ -72,6 +76,7 @@ async fn main() -> std::io::Result<()> {
         extended_card: false,
     };
     let agent = FakeAgent::start_on(&args.listen, config, args.behaviour).await?;
+    agent.set_fault_on(args.fault_on);
     println!(
         "fake agent ({:?}) at {}/.well-known/agent-card.json",
         args.behaviour,

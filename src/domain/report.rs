@@ -77,14 +77,23 @@ pub fn check(trigger: Trigger, evidence: &Value) -> Result<String, String> {
     }
 }
 
-/// One observed status, read leniently.
+/// One observed event, read leniently.
 struct Seen {
     index: usize,
     task_id: Option<String>,
-    state: TaskState,
+    /// `None` for an event without a status (an artifact update, a message): it changes no
+    /// state, but after a terminal state it is still an event after the end.
+    state: Option<TaskState>,
+    /// The state as sent, or the kind of a status-less event.
     raw_state: String,
     timestamp: Option<String>,
     history_len: Option<usize>,
+}
+
+impl Seen {
+    fn is_terminal(&self) -> bool {
+        self.state.is_some_and(TaskState::is_terminal)
+    }
 }
 
 const MAX_OBSERVED: usize = 200;
@@ -118,6 +127,22 @@ fn observed(evidence: &Value) -> Result<Vec<Seen>, String> {
                     ..
                 } => (status.clone(), *history_len),
                 Event::StatusUpdate { status, .. } => (status.clone(), None),
+                Event::ArtifactUpdate { .. } | Event::Message { .. }
+                    if event.task_id().is_some() =>
+                {
+                    let kind = match event {
+                        Event::ArtifactUpdate { .. } => "artifact-update",
+                        _ => "message",
+                    };
+                    return Ok(Seen {
+                        index,
+                        task_id: event.task_id().map(str::to_string),
+                        state: None,
+                        raw_state: kind.to_string(),
+                        timestamp: None,
+                        history_len: None,
+                    });
+                }
                 _ => return Err(format!("evidence.observed[{index}] carries no task status")),
             };
             let status =
@@ -131,7 +156,7 @@ fn observed(evidence: &Value) -> Result<Vec<Seen>, String> {
             Ok(Seen {
                 index,
                 task_id: event.task_id().map(str::to_string),
-                state,
+                state: Some(state),
                 raw_state: status.raw_state,
                 timestamp: status.timestamp,
                 history_len,
@@ -143,9 +168,8 @@ fn observed(evidence: &Value) -> Result<Vec<Seen>, String> {
 fn terminal_without_timestamp(seen: &[Seen]) -> Result<String, String> {
     // A timestamp that names no instant (no zone, unparseable) counts as missing
     // (docs/trust-model.md, rule 2); an offset such as `+00:00` names one and does not.
-    let without = |s: &&Seen| {
-        s.state.is_terminal() && s.timestamp.as_deref().and_then(parse_timestamp).is_none()
-    };
+    let without =
+        |s: &&Seen| s.is_terminal() && s.timestamp.as_deref().and_then(parse_timestamp).is_none();
     match seen.iter().find(without) {
         Some(s) => Ok(match &s.timestamp {
             None => format!(
@@ -162,17 +186,14 @@ fn terminal_without_timestamp(seen: &[Seen]) -> Result<String, String> {
 }
 
 fn duplicate_terminal(seen: &[Seen]) -> Result<String, String> {
-    // Per task: a second terminal status, or any status after a terminal one.
-    for (i, first) in seen
-        .iter()
-        .enumerate()
-        .filter(|(_, s)| s.state.is_terminal())
-    {
+    // Per task: a second terminal status, or any event after a terminal one (as the probes'
+    // LC-NOTHING-AFTER-TERMINAL reads a stream).
+    for (i, first) in seen.iter().enumerate().filter(|(_, s)| s.is_terminal()) {
         if let Some(later) = seen[i + 1..].iter().find(|s| s.task_id == first.task_id) {
-            let what = if later.state.is_terminal() {
-                "a second terminal status"
-            } else {
-                "a status after the terminal one"
+            let what = match later.state {
+                Some(state) if state.is_terminal() => "a second terminal status",
+                Some(_) => "a status after the terminal one",
+                None => "an event after the terminal one",
             };
             return Ok(format!(
                 "observed[{}] ({}) follows the terminal observed[{}] ({}) of the same task: {what}",
@@ -197,7 +218,7 @@ fn history_not_incremented(seen: &[Seen]) -> Result<String, String> {
         let moved = a.state != b.state
             || seen[a.index + 1..b.index]
                 .iter()
-                .any(|s| s.state != a.state);
+                .any(|s| s.state.is_some() && s.state != a.state);
         if a.task_id == b.task_id && moved && b.history_len <= a.history_len {
             return Ok(format!(
                 "history stayed at {} → {} from observed[{}] ({}) to observed[{}] ({}) across a state change",
@@ -368,6 +389,15 @@ mod tests {
                 "observed[1] (TASK_STATE_WORKING) follows the terminal observed[0] (TASK_STATE_COMPLETED)",
             ),
             (
+                // The fault a caller's guard sees most: an artifact after the task ended.
+                Trigger::DuplicateTerminal,
+                json!({"observed": [
+                    {"statusUpdate": {"taskId": "t", "contextId": "c", "status": status("TASK_STATE_COMPLETED", true)}},
+                    {"artifactUpdate": {"taskId": "t", "contextId": "c", "artifact": {"artifactId": "a", "parts": [{"text": "late"}]}}}
+                ]}),
+                "observed[1] (artifact-update) follows the terminal observed[0] (TASK_STATE_COMPLETED) of the same task: an event after the terminal one",
+            ),
+            (
                 Trigger::HistoryNotIncremented,
                 json!({"observed": [
                     {"kind": "task", "id": "t", "status": status("input-required", true), "history": [1, 2]},
@@ -419,6 +449,15 @@ mod tests {
                 json!({"observed": [
                     {"kind": "status-update", "taskId": "a", "status": status("completed", true)},
                     {"kind": "status-update", "taskId": "b", "status": status("completed", true)}
+                ]}),
+                "no second terminal",
+            ),
+            (
+                // An artifact before the end is no violation.
+                Trigger::DuplicateTerminal,
+                json!({"observed": [
+                    {"artifactUpdate": {"taskId": "t", "artifact": {"artifactId": "a", "parts": []}}},
+                    {"statusUpdate": {"taskId": "t", "status": status("TASK_STATE_COMPLETED", true)}}
                 ]}),
                 "no second terminal",
             ),

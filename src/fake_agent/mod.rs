@@ -150,6 +150,9 @@ struct Push {
 
 struct Shared {
     behaviour: Mutex<Behaviour>,
+    /// With a text here, the behaviour applies only to turns whose message contains it; every
+    /// other call is conformant (an agent that passes its probes and fails in the field).
+    fault_on: Mutex<Option<String>>,
     tasks: Mutex<HashMap<String, Task>>,
     pushes: Mutex<HashMap<String, Push>>,
     card: Mutex<Value>,
@@ -204,6 +207,7 @@ impl FakeAgent {
         let card = build_card(&origin, &config, &private, None);
         let shared = Arc::new(Shared {
             behaviour: Mutex::new(behaviour),
+            fault_on: Mutex::new(None),
             tasks: Mutex::new(HashMap::new()),
             pushes: Mutex::new(HashMap::new()),
             card: Mutex::new(card),
@@ -255,6 +259,13 @@ impl FakeAgent {
     /// Switches behaviour for every later request.
     pub fn set_behaviour(&self, behaviour: Behaviour) {
         *lock(&self.shared.behaviour) = behaviour;
+    }
+
+    /// Applies the behaviour only to turns whose message text contains `text` (`None`: to
+    /// every call): probes, which never send it, see a conformant agent; a caller who does
+    /// sees the fault.
+    pub fn set_fault_on(&self, text: Option<String>) {
+        *lock(&self.shared.fault_on) = text;
     }
 
     /// The card as served.
@@ -513,12 +524,32 @@ async fn dispatch(s: Arc<Shared>, req: Value, v1: bool) -> Response {
     }
 }
 
+/// The behaviour for a call: the configured one, unless `fault_on` names a text this call's
+/// message does not carry.
+fn behaviour_for(s: &Shared, params: &Value) -> Behaviour {
+    let behaviour = *lock(&s.behaviour);
+    let Some(trigger) = lock(&s.fault_on).clone() else {
+        return behaviour;
+    };
+    let carries = params["message"]["parts"].as_array().is_some_and(|parts| {
+        parts
+            .iter()
+            .filter_map(|p| p["text"].as_str())
+            .any(|t| t.contains(&trigger))
+    });
+    if carries {
+        behaviour
+    } else {
+        Behaviour::Conformant
+    }
+}
+
 /// Answers one call: `method` by its v1.0 name (`v1`) or its v0.3 one.
 ///
 /// Long on purpose: one arm per A2A method (both wire versions' names side by side), so the
 /// test double's whole surface reads in one place.
 async fn call(s: Arc<Shared>, method: &str, params: &Value, v1: bool) -> Reply {
-    let behaviour = *lock(&s.behaviour);
+    let behaviour = behaviour_for(&s, params);
     if behaviour == Behaviour::SlowAnswers {
         tokio::time::sleep(SLOW_ANSWER).await;
     }
@@ -535,7 +566,7 @@ async fn call(s: Arc<Shared>, method: &str, params: &Value, v1: bool) -> Reply {
             } else {
                 params["configuration"]["blocking"].as_bool() == Some(false)
             };
-            let (task_id, updates) = match begin_turn(&s, &params["message"], v1) {
+            let (task_id, updates) = match begin_turn(&s, &params["message"], v1, behaviour) {
                 Ok(turn) => turn,
                 Err((code, msg)) => return Reply::Error(code, msg),
             };
@@ -575,7 +606,7 @@ async fn call(s: Arc<Shared>, method: &str, params: &Value, v1: bool) -> Reply {
         }
         ("SendStreamingMessage", true) | ("message/stream", false) => {
             if behaviour == Behaviour::StreamingPlainJson {
-                let (task_id, updates) = match begin_turn(&s, &params["message"], v1) {
+                let (task_id, updates) = match begin_turn(&s, &params["message"], v1, behaviour) {
                     Ok(turn) => turn,
                     Err((code, msg)) => return Reply::Error(code, msg),
                 };
@@ -679,12 +710,12 @@ fn begin_turn(
     s: &Shared,
     message: &Value,
     v1: bool,
+    behaviour: Behaviour,
 ) -> Result<(String, Vec<Update>), (i64, &'static str)> {
     let text = message["parts"][0]["text"]
         .as_str()
         .unwrap_or_default()
         .to_string();
-    let behaviour = *lock(&s.behaviour);
     let mut tasks = lock(&s.tasks);
     let mut updates = Vec::new();
     let task_id = match message["taskId"].as_str() {
@@ -969,7 +1000,7 @@ fn events(
     v1: bool,
     behaviour: Behaviour,
 ) -> Result<mpsc::Receiver<StreamItem>, (i64, &'static str)> {
-    let (task_id, mut updates) = begin_turn(&s, &params["message"], v1)?;
+    let (task_id, mut updates) = begin_turn(&s, &params["message"], v1, behaviour)?;
     register_inline(&s, &task_id, params, v1);
     let is_new = params["message"]["taskId"].is_null();
     match behaviour {

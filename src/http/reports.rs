@@ -29,7 +29,8 @@ pub struct CreateReport {
     pub protocol_version: String,
     pub trigger: TriggerView,
     /// For the status triggers: `{"observed": [A2A task / status-update / TaskStatus objects, in
-    /// the order seen]}`. For `push-registration-failed`: `{"attempts": [{"http_status": 500},
+    /// the order seen]}`; for `duplicate-terminal`, an artifact-update or message of the task
+    /// after its terminal status shows the violation too (an event after the end). For `push-registration-failed`: `{"attempts": [{"http_status": 500},
     /// {"jsonrpc_error": {"code": -32603, "message": "…"}}]}`.
     #[serde(deserialize_with = "super::extract::object")]
     pub evidence: EvidenceBody,
@@ -41,7 +42,7 @@ pub struct CreateReport {
 #[serde(deny_unknown_fields)]
 pub struct EvidenceBody {
     /// A2A task, status-update (v1.0 or v0.3 shape) or bare `TaskStatus` objects, in the order
-    /// seen.
+    /// seen; artifact-update and message objects count as events of their task.
     #[schema(value_type = Option<Vec<Object>>, min_items = 1, max_items = 200)]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub observed: Option<Vec<serde_json::Value>>,
