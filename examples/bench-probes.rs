@@ -17,7 +17,7 @@ use cardgate::domain::probe::ProbeScript;
 use cardgate::domain::version::ProtocolVersion;
 use cardgate::remote::{NetworkPolicy, Outbound, OutboundSettings};
 use cardgate::service::probe::{
-    Credentials, InboxDelivery, ProbeSettings, Progress, PushInbox, probe_interface,
+    Credentials, CycleInput, InboxDelivery, ProbeSettings, Progress, PushInbox, probe_interface,
 };
 
 struct NoInbox;
@@ -87,18 +87,18 @@ async fn main() -> anyhow::Result<()> {
     let script = ProbeScript::default();
     let version = ProtocolVersion::new(1, 0);
     let once = || async {
-        let out = probe_interface(
-            &outbound,
-            &settings,
-            &card,
+        let out = probe_interface(CycleInput {
+            outbound: &outbound,
+            settings: &settings,
+            card: &card,
             version,
-            None,
-            &script,
-            None,
-            &NoInbox,
-            &Quiet,
-            &Credentials::default(),
-        )
+            binding: None,
+            script: &script,
+            push: None,
+            inbox: &NoInbox,
+            progress: &Quiet,
+            credentials: &Credentials::default(),
+        })
         .await
         .expect("probe ran");
         assert!(

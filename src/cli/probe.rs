@@ -140,7 +140,7 @@ async fn receive(
 ) -> StatusCode {
     let delivery = PushDelivery {
         received_at: time::now(),
-        headers: probe::delivery_headers(&headers),
+        headers: crate::http::hooks::delivery_headers(&headers),
         body: body.to_vec(),
     };
     let mut all = inbox
@@ -235,18 +235,18 @@ async fn run_inner(args: ProbeArgs) -> Result<ExitCode, String> {
     for version in versions {
         let push = webhook.open();
         eprintln!();
-        let report = probe::probe_interface(
-            &outbound,
-            &settings,
-            &card,
+        let report = probe::probe_interface(probe::CycleInput {
+            outbound: &outbound,
+            settings: &settings,
+            card: &card,
             version,
-            args.binding,
-            &script,
+            binding: args.binding,
+            script: &script,
             push,
-            &webhook.inbox,
-            &Stderr,
-            &credentials,
-        )
+            inbox: &webhook.inbox,
+            progress: &Stderr,
+            credentials: &credentials,
+        })
         .await;
         if let Err(why) = &report {
             eprintln!("  cannot probe {version}: {why}");

@@ -4,6 +4,7 @@
 use axum::body::Bytes;
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
+use serde_json::Value;
 
 use super::ApiState;
 use super::error::{ApiError, ErrorBody};
@@ -32,7 +33,7 @@ pub async fn receive_push(
     if token.len() > 128 || !token.bytes().all(|b| b.is_ascii_hexdigit()) {
         return Err(unknown());
     }
-    let kept = probe::delivery_headers(&headers);
+    let kept = delivery_headers(&headers);
     match probe::receive_push(
         &app.services.store,
         &app.services.probe,
@@ -50,4 +51,21 @@ pub async fn receive_push(
             retry_after_secs: app.services.probe.deadline.as_secs(),
         }),
     }
+}
+
+/// The headers of a delivery worth keeping as evidence (the cycle reads the token from them).
+pub fn delivery_headers(headers: &HeaderMap) -> Value {
+    let mut kept = serde_json::Map::new();
+    for name in [
+        "content-type",
+        "x-a2a-notification-token",
+        "authorization",
+        "user-agent",
+        "a2a-version",
+    ] {
+        if let Some(v) = headers.get(name).and_then(|v| v.to_str().ok()) {
+            kept.insert(name.into(), v.into());
+        }
+    }
+    Value::Object(kept)
 }

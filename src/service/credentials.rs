@@ -18,7 +18,6 @@ use crate::domain::credential::{Credential, StoredCredential};
 use crate::domain::ids::CalleeId;
 use crate::domain::secrets::{SealError, SecretsRing};
 use crate::domain::time::Timestamp;
-use crate::service::probe::{CardCheck, Credentials};
 use crate::storage::Store;
 
 /// The longest scheme name accepted (a card's `securitySchemes` key).
@@ -313,27 +312,4 @@ pub async fn list(
     require_callee(&services.store, callee_id).await?;
     let stored = services.store.credentials(callee_id).await?;
     Ok(stored.iter().map(CredentialInfo::from).collect())
-}
-
-/// The callee's credentials, opened, for a probe.
-pub async fn for_probe(services: &Services, callee_id: CalleeId) -> anyhow::Result<Credentials> {
-    let stored = services.store.credentials(callee_id).await?;
-    let mut configured = BTreeMap::new();
-    for s in &stored {
-        let credential = services
-            .secrets
-            .open(s)
-            .with_context(|| format!("opening the credential for scheme `{}`", s.scheme))?;
-        configured.insert(s.scheme.clone(), credential);
-    }
-    let trusted_keys = services.store.callee(callee_id).await?.trusted_keys;
-    Ok(Credentials {
-        configured,
-        tokens: services.tokens.clone(),
-        scope: callee_id.to_string(),
-        cards: Some(CardCheck {
-            discovery: services.discovery.clone(),
-            trusted_keys,
-        }),
-    })
 }

@@ -1,6 +1,7 @@
 //! The crate's layering, checked on its sources: each top-level module imports only the
 //! modules below it (lib.rs gives the order), so no import cycle can form between layers; and
-//! within each layer, no module imports one that imports it back.
+//! at every depth, no module imports one that imports it back, directly or round a loop
+//! (`x/mod.rs` counts as the top of `x`).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
@@ -122,79 +123,164 @@ fn each_layer_imports_only_the_layers_below_it() {
     );
 }
 
-/// The modules of `layer` (its files and folders, `mod.rs` and `tests.rs` aside).
-fn modules_of(layer: &Path) -> BTreeSet<String> {
-    std::fs::read_dir(layer)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.is_dir() || p.extension().is_some_and(|e| e == "rs"))
-        .map(|p| p.file_stem().unwrap().to_string_lossy().to_string())
-        .filter(|m| m != "mod" && m != "tests")
-        .collect()
+/// A module's path from the crate root (`["service", "probe"]`).
+type Module = Vec<String>;
+/// Who names whom.
+type Graph = BTreeMap<Module, BTreeSet<Module>>;
+
+/// A source file's module path: `service/probe/mod.rs` and `service/probe.rs` are
+/// `service::probe`, `lib.rs` is the crate root (empty).
+fn module_of(relative: &Path) -> Vec<String> {
+    let mut parts: Vec<String> = relative
+        .components()
+        .map(|c| c.as_os_str().to_string_lossy().to_string())
+        .collect();
+    let file = parts.pop().unwrap_or_default();
+    let stem = file.trim_end_matches(".rs");
+    if !["mod", "lib", "main"].contains(&stem) {
+        parts.push(stem.to_string());
+    }
+    parts
 }
 
-/// The modules of the same layer that `source` (a file of module `own`, at the layer's top
-/// when `top_level`) names: `crate::<layer>::m…`, and `super::m…` or `super::{m::…}` from a
-/// top-level file, where `super` is the layer.
-fn sibling_imports(
-    source: &str,
-    layer: &str,
-    own: &str,
-    top_level: bool,
-    modules: &BTreeSet<String>,
-) -> BTreeSet<String> {
+/// Every path a use tree names, expanded: `a::{b::C, d}` gives `a::b::C` and `a::d`.
+fn expand(tree: &str) -> Vec<Vec<String>> {
+    fn parse(chars: &[char], at: &mut usize, prefix: &[String], out: &mut Vec<Vec<String>>) {
+        let mut path = prefix.to_vec();
+        loop {
+            while *at < chars.len() && chars[*at].is_whitespace() {
+                *at += 1;
+            }
+            if chars.get(*at) == Some(&'{') {
+                *at += 1;
+                loop {
+                    parse(chars, at, &path, out);
+                    while *at < chars.len() && chars[*at].is_whitespace() {
+                        *at += 1;
+                    }
+                    match chars.get(*at) {
+                        Some(',') => *at += 1,
+                        Some('}') => {
+                            *at += 1;
+                            return;
+                        }
+                        _ => return,
+                    }
+                    while *at < chars.len() && chars[*at].is_whitespace() {
+                        *at += 1;
+                    }
+                    if chars.get(*at) == Some(&'}') {
+                        *at += 1;
+                        return;
+                    }
+                }
+            }
+            let start = *at;
+            while *at < chars.len() && (chars[*at].is_ascii_alphanumeric() || chars[*at] == '_') {
+                *at += 1;
+            }
+            if *at == start {
+                break;
+            }
+            path.push(chars[start..*at].iter().collect());
+            if chars.get(*at) == Some(&':') && chars.get(*at + 1) == Some(&':') {
+                *at += 2;
+            } else {
+                break;
+            }
+        }
+        out.push(path);
+    }
+    let chars: Vec<char> = tree.chars().collect();
+    let mut out = Vec::new();
+    parse(&chars, &mut 0, &[], &mut out);
+    out
+}
+
+/// The modules a file of module `own` names, as absolute module paths (unresolved: the longest
+/// known prefix is taken later): `crate::…`, `super::…` (any number of them) and `self::…`.
+fn named_paths(source: &str, own: &[String]) -> Vec<Vec<String>> {
     let code = source
         .split("#[cfg(test)]\nmod tests")
         .next()
         .unwrap_or_default();
-    let mut found = BTreeSet::new();
-    let mut take = |rest: &str| {
-        let name: String = rest
-            .chars()
-            .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
-            .collect();
-        if modules.contains(&name) && name != own {
-            found.insert(name);
+    // `super` is the parent of the file's module, whether the file is `x.rs` or `x/mod.rs`.
+    let mut found = Vec::new();
+    let bytes = code.as_bytes();
+    let mut i = 0;
+    while i < code.len() {
+        if !code.is_char_boundary(i) {
+            i += 1;
+            continue;
         }
-    };
-    let absolute = format!("crate::{layer}::");
-    for (i, _) in code.match_indices(&absolute) {
-        take(&code[i + absolute.len()..]);
-    }
-    if top_level {
-        for (i, _) in code.match_indices("super::") {
-            let rest = &code[i + "super::".len()..];
-            if let Some(group) = rest.strip_prefix('{') {
-                // `super::{a::X, b::{Y, Z}, Store}`: the names followed by `::` are modules.
-                let mut depth = 1;
-                let end = group
-                    .char_indices()
-                    .find(|&(_, c)| {
-                        depth += match c {
-                            '{' => 1,
-                            '}' => -1,
-                            _ => 0,
-                        };
-                        depth == 0
-                    })
-                    .map_or(group.len(), |(i, _)| i);
-                let inner = &group[..end];
-                for (j, _) in inner.match_indices("::") {
-                    let before = &inner[..j];
-                    let start = before
-                        .rfind(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
-                        .map_or(0, |k| k + 1);
-                    take(&before[start..]);
-                }
-            } else if rest.contains("::") {
-                take(rest);
+        let boundary = i == 0
+            || !(bytes[i - 1].is_ascii_alphanumeric()
+                || bytes[i - 1] == b'_'
+                || bytes[i - 1] == b':');
+        let rest = &code[i..];
+        let (base, skip): (Vec<String>, usize) = if boundary && rest.starts_with("crate::") {
+            (Vec::new(), "crate::".len())
+        } else if boundary && rest.starts_with("self::") {
+            (own.to_vec(), "self::".len())
+        } else if boundary && rest.starts_with("super::") {
+            let mut base = own.to_vec();
+            let mut skip = 0;
+            while code[i + skip..].starts_with("super::") {
+                base.pop();
+                skip += "super::".len();
             }
+            (base, skip)
+        } else {
+            i += 1;
+            continue;
+        };
+        for tail in expand(&code[i + skip..]) {
+            let mut path = base.clone();
+            path.extend(tail);
+            found.push(path);
         }
+        i += skip;
     }
     found
 }
 
-/// A module circle in `graph`, if there is one, as the path around it.
+/// The module graph of the crate: an edge from each module to every module it names, except its
+/// own ancestors and descendants (a module declares its children and they use its items).
+fn module_graph() -> (BTreeSet<Module>, Graph) {
+    let src = repo_path("src");
+    let mut files = Vec::new();
+    rust_sources(&src, &mut files);
+    let files: Vec<_> = files
+        .into_iter()
+        .filter(|f| !f.ends_with("tests.rs") && !f.components().any(|c| c.as_os_str() == "tests"))
+        .collect();
+    let modules: BTreeSet<Vec<String>> = files
+        .iter()
+        .map(|f| module_of(f.strip_prefix(&src).unwrap()))
+        .collect();
+    let mut graph: BTreeMap<Vec<String>, BTreeSet<Vec<String>>> = BTreeMap::new();
+    for file in &files {
+        let relative = file.strip_prefix(&src).unwrap();
+        let own = module_of(relative);
+        let source = std::fs::read_to_string(file).unwrap();
+        for path in named_paths(&source, &own) {
+            let Some(target) = (1..=path.len())
+                .rev()
+                .map(|n| path[..n].to_vec())
+                .find(|p| modules.contains(p))
+            else {
+                continue;
+            };
+            let related = target.starts_with(&own) || own.starts_with(&target);
+            if !related {
+                graph.entry(own.clone()).or_default().insert(target);
+            }
+        }
+    }
+    (modules, graph)
+}
+
+/// A circle among `nodes` in `graph`, if there is one, as the path around it.
 fn circle(graph: &BTreeMap<String, BTreeSet<String>>) -> Option<Vec<String>> {
     fn visit(
         node: &str,
@@ -226,36 +312,102 @@ fn circle(graph: &BTreeMap<String, BTreeSet<String>>) -> Option<Vec<String>> {
         .find_map(|node| visit(node, graph, &mut Vec::new(), &mut done))
 }
 
-#[test]
-fn no_module_imports_one_that_imports_it_back_within_a_layer() {
-    for layer in [
-        "domain", "storage", "service", "remote", "http", "runtime", "cli",
-    ] {
-        let dir = repo_path("src").join(layer);
-        let modules = modules_of(&dir);
-        let mut files = Vec::new();
-        rust_sources(&dir, &mut files);
-        let mut graph: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
-        for file in files {
-            let relative = file.strip_prefix(&dir).unwrap();
-            let own = first_module(relative);
-            if own == "mod" || relative.ends_with("tests.rs") {
-                continue; // the layer's root declares every module; unit tests sit outside
+/// At every depth, the children of one module form a graph: `a → b` when anything in `a`'s
+/// subtree names anything in `b`'s. None of those graphs may have a circle, so no module,
+/// however deep, imports one that imports it back (directly or round a longer loop).
+fn circles_at_every_depth(modules: &BTreeSet<Module>, graph: &Graph) -> Vec<String> {
+    let parents: BTreeSet<Vec<String>> = modules
+        .iter()
+        .filter(|m| !m.is_empty())
+        .map(|m| m[..m.len() - 1].to_vec())
+        .collect();
+    let mut found = Vec::new();
+    for parent in parents {
+        let depth = parent.len();
+        let mut siblings: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+        for (from, targets) in graph {
+            if from.len() <= depth || !from.starts_with(&parent) {
+                continue;
             }
-            let top_level = relative.components().count() == 1;
-            let source = std::fs::read_to_string(&file).unwrap();
-            graph
-                .entry(own.clone())
-                .or_default()
-                .extend(sibling_imports(&source, layer, &own, top_level, &modules));
+            for to in targets {
+                if to.len() <= depth || !to.starts_with(&parent) || to[depth] == from[depth] {
+                    continue;
+                }
+                siblings
+                    .entry(from[depth].clone())
+                    .or_default()
+                    .insert(to[depth].clone());
+            }
         }
-        assert!(
-            graph.len() > 3,
-            "{layer}: only {} modules found",
-            graph.len()
-        );
-        if let Some(around) = circle(&graph) {
-            panic!("{layer}: a module circle: {}", around.join(" → "));
+        if let Some(around) = circle(&siblings) {
+            let at = if parent.is_empty() {
+                "crate".to_string()
+            } else {
+                parent.join("::")
+            };
+            found.push(format!("in {at}: {}", around.join(" → ")));
         }
     }
+    found
+}
+
+#[test]
+fn no_module_imports_one_that_imports_it_back_at_any_depth() {
+    let (modules, graph) = module_graph();
+    assert!(modules.len() > 100, "only {} modules found", modules.len());
+    // `http/mod.rs` is `http` itself: what it names counts for the module.
+    assert!(
+        graph
+            .get(&vec!["http".to_string()])
+            .is_some_and(|to| to.contains(&vec!["service".to_string()])),
+        "http/mod.rs must be read as the top of `http`"
+    );
+    let circles = circles_at_every_depth(&modules, &graph);
+    assert!(
+        circles.is_empty(),
+        "module circles:\n{}",
+        circles.join("\n")
+    );
+}
+
+#[test]
+fn the_circle_check_sees_a_circle_deep_down_and_through_mod_rs() {
+    // service::credentials → service::probe (a folder with mod.rs) → back: the circle the
+    // old check missed.
+    let m = |p: &str| p.split("::").map(str::to_string).collect::<Vec<_>>();
+    let modules: BTreeSet<_> = [
+        "service",
+        "service::probe",
+        "service::probe::execute",
+        "service::credentials",
+        "service::probe::cycle",
+    ]
+    .into_iter()
+    .map(m)
+    .collect();
+    let mut graph = BTreeMap::new();
+    graph.insert(
+        m("service::credentials"),
+        BTreeSet::from([m("service::probe")]),
+    );
+    graph.insert(
+        m("service::probe::execute"),
+        BTreeSet::from([m("service::credentials")]),
+    );
+    let circles = circles_at_every_depth(&modules, &graph);
+    assert_eq!(circles, ["in service: credentials → probe → credentials"]);
+    // And the paths a file names are resolved from grouped and relative imports.
+    let named = named_paths(
+        "use super::{credentials, cycle::{Cycle, Target}};\nuse crate::service::discovery::X;",
+        &m("service::probe::execute"),
+    );
+    assert!(
+        named.contains(&m("service::probe::credentials")),
+        "{named:?}"
+    );
+    assert!(
+        named.contains(&m("service::probe::cycle::Cycle")),
+        "{named:?}"
+    );
+    assert!(named.contains(&m("service::discovery::X")), "{named:?}");
 }

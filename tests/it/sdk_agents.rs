@@ -467,7 +467,7 @@ async fn the_http_json_binding_is_spoken_where_a_card_offers_only_that() {
     use cardgate::domain::probe::ProbeScript;
     use cardgate::domain::version::ProtocolVersion;
     use cardgate::remote::{NetworkPolicy, Outbound, OutboundSettings};
-    use cardgate::service::probe::{Credentials, ProbeSettings, probe_interface};
+    use cardgate::service::probe::{Credentials, CycleInput, ProbeSettings, probe_interface};
 
     let Some(agent) = SdkAgent::start(Sdk::Python, None).await else {
         return;
@@ -492,18 +492,18 @@ async fn the_http_json_binding_is_spoken_where_a_card_offers_only_that() {
     })
     .unwrap();
     let settings = ProbeSettings::default();
-    let out = probe_interface(
-        &outbound,
-        &settings,
-        &card,
-        ProtocolVersion::new(1, 0),
-        None,
-        &ProbeScript::default(),
-        None,
-        &NoInbox,
-        &Quiet,
-        &Credentials::default(),
-    )
+    let out = probe_interface(CycleInput {
+        outbound: &outbound,
+        settings: &settings,
+        card: &card,
+        version: ProtocolVersion::new(1, 0),
+        binding: None,
+        script: &ProbeScript::default(),
+        push: None,
+        inbox: &NoInbox,
+        progress: &Quiet,
+        credentials: &Credentials::default(),
+    })
     .await
     .unwrap();
     assert_eq!(out.wire.as_str(), "rest-v1");

@@ -1,0 +1,45 @@
+//! How probes run: the deadlines, waits and limits every cycle shares.
+
+use std::time::Duration;
+
+use url::Url;
+
+use crate::remote::a2a::CallLimits;
+
+/// How probes run.
+#[derive(Debug, Clone)]
+pub struct ProbeSettings {
+    /// Where agents can reach cardgate (`CARDGATE_PUBLIC_URL`); the push webhook is
+    /// `<public_url>/v1/hooks/push/<token>`. Unset: the push probe cannot run.
+    pub public_url: Option<Url>,
+    /// Deadline of a whole cycle.
+    pub deadline: Duration,
+    /// How long to wait for the terminal push delivery.
+    pub push_wait: Duration,
+    /// Webhook registration attempts, and the first backoff (doubled after each failure).
+    pub push_attempts: u32,
+    pub push_backoff: Duration,
+    pub poll_interval: Duration,
+    /// Deliveries one run's webhook accepts (a flood with a valid token stops there).
+    pub push_max_deliveries: usize,
+    /// How long a resubscription to the ended lifecycle task is read: a conformant agent
+    /// refuses at once, or sends the final task and closes.
+    pub resubscribe_wait: Duration,
+    pub limits: CallLimits,
+}
+
+impl Default for ProbeSettings {
+    fn default() -> Self {
+        Self {
+            public_url: None,
+            deadline: Duration::from_secs(60),
+            push_wait: Duration::from_secs(10),
+            push_attempts: 3,
+            push_backoff: Duration::from_millis(500),
+            poll_interval: Duration::from_millis(100),
+            push_max_deliveries: 64,
+            resubscribe_wait: Duration::from_secs(3),
+            limits: CallLimits::default(),
+        }
+    }
+}
