@@ -18,6 +18,7 @@ mod grpc;
 mod hostile;
 mod layers;
 mod libraries;
+mod migrations;
 mod openapi;
 mod operators;
 mod politeness;
