@@ -182,6 +182,36 @@ impl CardUrl {
         &self.0
     }
 
+    /// The other spellings of the same card: an origin (`https://a/`) is fetched at its
+    /// well-known card URLs, so a caller who names either finds a callee registered by the
+    /// other. Empty for a card URL elsewhere on its host.
+    pub fn equivalents(&self) -> Vec<String> {
+        const WELL_KNOWN: [&str; 2] = ["/.well-known/agent-card.json", "/.well-known/agent.json"];
+        if self.0.query().is_some() {
+            return Vec::new();
+        }
+        let path = self.0.path();
+        let spelled = |path: &str| {
+            let mut url = self.0.clone();
+            url.set_path(path);
+            url.to_string()
+        };
+        if path == "/" {
+            WELL_KNOWN.iter().map(|p| spelled(p)).collect()
+        } else if WELL_KNOWN.contains(&path) {
+            std::iter::once(spelled("/"))
+                .chain(
+                    WELL_KNOWN
+                        .iter()
+                        .filter(|p| **p != path)
+                        .map(|p| spelled(p)),
+                )
+                .collect()
+        } else {
+            Vec::new()
+        }
+    }
+
     pub fn as_str(&self) -> &str {
         self.0.as_str()
     }
@@ -223,6 +253,27 @@ mod tests {
         for (input, expected) in table {
             assert_eq!(CardUrl::parse(input).unwrap().as_str(), expected, "{input}");
         }
+    }
+
+    #[test]
+    fn an_origin_and_its_well_known_card_urls_are_one_card() {
+        let of = |u: &str| CardUrl::parse(u).unwrap().equivalents();
+        assert_eq!(
+            of("http://127.0.0.1:8080"),
+            [
+                "http://127.0.0.1:8080/.well-known/agent-card.json",
+                "http://127.0.0.1:8080/.well-known/agent.json"
+            ]
+        );
+        assert_eq!(
+            of("https://a.example/.well-known/agent-card.json"),
+            [
+                "https://a.example/",
+                "https://a.example/.well-known/agent.json"
+            ]
+        );
+        assert!(of("https://a.example/cards/one.json").is_empty());
+        assert!(of("https://a.example/?tenant=x").is_empty());
     }
 
     #[test]

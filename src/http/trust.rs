@@ -25,7 +25,8 @@ pub struct TrustQuery {
     /// The callee asked about (or give `card_url`).
     #[param(format = Uuid)]
     pub callee_id: Option<String>,
-    /// The callee's card URL, as registered (normalized the same way): instead of `callee_id`.
+    /// The callee's card URL, as registered (normalized the same way; an origin and its
+    /// well-known card URLs name one card): instead of `callee_id`.
     pub card_url: Option<String>,
     /// The A2A version the caller implements, exactly `Major.Minor` (e.g. `1.0`).
     #[param(required = true, pattern = r"^[0-9]{1,4}\.[0-9]{1,4}$")]

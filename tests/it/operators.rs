@@ -376,6 +376,19 @@ async fn callees_are_found_by_card_url(db: TestDb) {
         assert_eq!(status, 200, "{answer}");
         assert_eq!(answer["callee_id"], id);
     }
+    // An origin and its well-known card URLs name one card: a caller may ask with either.
+    for spelling in [
+        "/",
+        "/.well-known/agent-card.json",
+        "/.well-known/agent.json",
+    ] {
+        let asked = format!("{}{spelling}", agents.origin());
+        let query = url::form_urlencoded::byte_serialize(asked.as_bytes()).collect::<String>();
+        let (status, answer) = server
+            .get(&format!("/v1/trust?card_url={query}&caller_version=1.0"))
+            .await;
+        assert_eq!((status, &answer["callee_id"]), (200, &json!(id)), "{asked}");
+    }
     let (status, page) = server
         .get("/v1/callees?card_url=https%3A%2F%2Fnobody.example%2F")
         .await;

@@ -253,7 +253,9 @@ impl ReadModel {
             return Some(*id);
         }
         let normalized = CardUrl::parse(card_url).ok()?;
-        card_urls.get(&url_key(normalized.as_str())).copied()
+        std::iter::once(normalized.as_str().to_string())
+            .chain(normalized.equivalents())
+            .find_map(|spelling| card_urls.get(&url_key(&spelling)).copied())
     }
 
     /// The live key whose secret hashes to `key_hash`.
