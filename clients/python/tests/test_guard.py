@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import os
+import sys
 import time
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 from typing import TypeVar
 
 import pytest
@@ -176,3 +179,26 @@ async def test_the_authoritative_path_passes_everything_through(server: Cardgate
         assert registry.stats.queued == 0 and registry.stats.sent == 0
         assert await server.reports(callee_id) == []
     await client.close()
+
+
+async def test_the_readme_example_gets_one_end_from_an_agent_that_sends_two(
+    server: Cardgate, agents: Agents
+):
+    # The example says "Hello": this agent answers it with two terminal events.
+    agent = await agents.fake("two-terminal-events", fault_on="Hello")
+    callee_id, _ = await server.register(agent.origin)
+    env = {
+        **os.environ,
+        "CARDGATE_URL": server.url,
+        "CARDGATE_API_KEY": await server.key("reporter"),
+    }
+    example = Path(__file__).parents[1] / "examples" / "guard.py"
+    run = await asyncio.create_subprocess_exec(
+        sys.executable, str(example), agent.origin, env=env, stdout=asyncio.subprocess.PIPE
+    )
+    out, _ = await run.communicate()
+    assert run.returncode == 0
+    assert out.decode().count("TASK_STATE_COMPLETED") == 1, out.decode()
+    # It reported what it withheld before it exited.
+    reports = await server.reports(callee_id)
+    assert [r["trigger"] for r in reports] == ["duplicate-terminal"]
