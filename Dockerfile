@@ -7,27 +7,30 @@ WORKDIR /src
 RUN apt-get update && apt-get install -y --no-install-recommends pkg-config libssl-dev \
     && rm -rf /var/lib/apt/lists/*
 
-# Dependencies first, in their own layer: built against stub sources, so that a change to
-# cardgate's own code does not rebuild the several hundred crates below it. Only a change to
+# Dependencies first, in their own layer: built against stub sources (both workspace crates,
+# the service and crates/cardgate-domain), so that a change to cardgate's own code does not
+# rebuild the several hundred crates below it. Only a change to
 # Cargo.toml or Cargo.lock invalidates this layer (or the gRPC .proto, whose generated code
 # the build script writes; protoc itself comes from crates.io, so no system compiler).
 COPY Cargo.toml Cargo.lock build.rs ./
+COPY crates/cardgate-domain/Cargo.toml ./crates/cardgate-domain/
 COPY .cargo ./.cargo
 COPY proto ./proto
-RUN mkdir -p src benches \
+RUN mkdir -p src benches crates/cardgate-domain/src \
     && echo 'fn main() {}' > src/main.rs \
-    && touch src/lib.rs \
+    && touch src/lib.rs crates/cardgate-domain/src/lib.rs \
     && echo 'fn main() {}' > benches/cards.rs \
     && cargo build --profile dist --locked --bin cardgate \
-    && rm -rf src benches
+    && rm -rf src benches crates/cardgate-domain/src
 
 # Then cardgate itself. COPY keeps the files' own times, which may be older than the stub
 # build's output: touching the crate roots makes cargo rebuild the crate, not reuse the stub.
+COPY crates ./crates
 COPY src ./src
 COPY migrations ./migrations
 COPY benches ./benches
 # The dist profile keeps symbols (for `cargo bloat`); the image ships the binary without them.
-RUN touch src/main.rs src/lib.rs \
+RUN touch src/main.rs src/lib.rs crates/cardgate-domain/src/lib.rs \
     && cargo build --profile dist --locked --bin cardgate \
     && strip target/dist/cardgate
 

@@ -15,7 +15,7 @@
 pub mod app;
 pub mod cli;
 pub mod config;
-pub mod domain;
+pub use cardgate_domain as domain;
 #[cfg(feature = "fake-agent")]
 pub mod fake_agent;
 pub mod http;

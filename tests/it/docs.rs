@@ -6,7 +6,7 @@ use cardgate::domain::probe::Rule;
 
 use crate::support::{repo_path, rust_sources};
 
-const START: &str = "<!-- rules: generated from src/domain/probe/rule.rs; `UPDATE_README=1 cargo test --test it docs` rewrites it -->\n";
+const START: &str = "<!-- rules: generated from crates/cardgate-domain/src/probe/rule.rs; `UPDATE_README=1 cargo test --test it docs` rewrites it -->\n";
 const END: &str = "<!-- /rules -->";
 
 #[test]
@@ -38,6 +38,7 @@ fn every_trust_model_citation_names_a_section_it_has() {
         .collect();
     let mut files = Vec::new();
     rust_sources(&repo_path("src"), &mut files);
+    rust_sources(&repo_path("crates"), &mut files);
     rust_sources(&repo_path("tests"), &mut files);
     files.push(repo_path("README.md"));
     let mut cited = 0;

@@ -246,21 +246,20 @@ fn named_paths(source: &str, own: &[String]) -> Vec<Vec<String>> {
 
 /// The module graph of the crate: an edge from each module to every module it names, except its
 /// own ancestors and descendants (a module declares its children and they use its items).
-fn module_graph() -> (BTreeSet<Module>, Graph) {
-    let src = repo_path("src");
+fn module_graph(src: &Path) -> (BTreeSet<Module>, Graph) {
     let mut files = Vec::new();
-    rust_sources(&src, &mut files);
+    rust_sources(src, &mut files);
     let files: Vec<_> = files
         .into_iter()
         .filter(|f| !f.ends_with("tests.rs") && !f.components().any(|c| c.as_os_str() == "tests"))
         .collect();
     let modules: BTreeSet<Vec<String>> = files
         .iter()
-        .map(|f| module_of(f.strip_prefix(&src).unwrap()))
+        .map(|f| module_of(f.strip_prefix(src).unwrap()))
         .collect();
     let mut graph: BTreeMap<Vec<String>, BTreeSet<Vec<String>>> = BTreeMap::new();
     for file in &files {
-        let relative = file.strip_prefix(&src).unwrap();
+        let relative = file.strip_prefix(src).unwrap();
         let own = module_of(relative);
         let source = std::fs::read_to_string(file).unwrap();
         for path in named_paths(&source, &own) {
@@ -353,21 +352,61 @@ fn circles_at_every_depth(modules: &BTreeSet<Module>, graph: &Graph) -> Vec<Stri
 
 #[test]
 fn no_module_imports_one_that_imports_it_back_at_any_depth() {
-    let (modules, graph) = module_graph();
-    assert!(modules.len() > 100, "only {} modules found", modules.len());
+    for (root, at_least) in [("src", 80), ("crates/cardgate-domain/src", 30)] {
+        let (modules, graph) = module_graph(&repo_path(root));
+        assert!(
+            modules.len() > at_least,
+            "{root}: only {} modules found",
+            modules.len()
+        );
+        let circles = circles_at_every_depth(&modules, &graph);
+        assert!(
+            circles.is_empty(),
+            "{root}: module circles:\n{}",
+            circles.join("\n")
+        );
+    }
     // `http/mod.rs` is `http` itself: what it names counts for the module.
+    let (_, graph) = module_graph(&repo_path("src"));
     assert!(
         graph
             .get(&vec!["http".to_string()])
             .is_some_and(|to| to.contains(&vec!["service".to_string()])),
         "http/mod.rs must be read as the top of `http`"
     );
-    let circles = circles_at_every_depth(&modules, &graph);
+}
+
+#[test]
+fn the_domain_crate_cannot_reach_io() {
+    // The compiler keeps the domain pure as long as its manifest names none of these.
+    let manifest = std::fs::read_to_string(repo_path("crates/cardgate-domain/Cargo.toml")).unwrap();
+    let deps = manifest
+        .split("[dependencies]")
+        .nth(1)
+        .and_then(|rest| rest.split("\n[").next())
+        .unwrap_or_default();
+    let named: Vec<&str> = deps
+        .lines()
+        .filter_map(|l| l.split('=').next())
+        .map(str::trim)
+        .filter(|n| !n.is_empty() && !n.starts_with('#'))
+        .collect();
     assert!(
-        circles.is_empty(),
-        "module circles:\n{}",
-        circles.join("\n")
+        named.contains(&"serde_json"),
+        "dependencies not read: {named:?}"
     );
+    for io in [
+        "tokio",
+        "sqlx",
+        "axum",
+        "reqwest",
+        "tonic",
+        "hyper",
+        "tokio-util",
+        "tower",
+    ] {
+        assert!(!named.contains(&io), "the domain crate depends on {io}");
+    }
 }
 
 #[test]
