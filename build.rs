@@ -23,10 +23,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         .file_descriptor_set_path(&descriptors)
         .compile_well_known_types()
         // Struct and Value with their proto3 JSON mapping; Timestamp is cardgate's own, whose
-        // JSON is the mapping's `Z` form (see `remote::grpc::timestamp`).
+        // JSON is the mapping's `Z` form (see `remote::grpc_transport::timestamp`).
         .extern_path(
             ".google.protobuf.Timestamp",
-            "crate::remote::grpc::Timestamp",
+            "crate::remote::grpc_transport::Timestamp",
         )
         .extern_path(".google.protobuf", "::pbjson_types");
     let well_known = protoc_bin_vendored::include_path()?;

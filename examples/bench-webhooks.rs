@@ -80,7 +80,7 @@ async fn main() -> anyhow::Result<()> {
 
     // cardgate, in process.
     let mut settings = Settings::new(target);
-    settings.auth = cardgate::http::auth::AuthSettings {
+    settings.auth = cardgate::http::permissions::AuthSettings {
         rate_per_sec: 1e9,
         burst: 1e9,
         ..Default::default()

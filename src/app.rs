@@ -13,8 +13,8 @@ use crate::domain::politeness::HostLimits;
 use crate::domain::time::SystemClock;
 use crate::http::{self, ApiContext, ApiState, HttpLimits};
 use crate::metrics::Metrics;
-use crate::remote::auth::TokenCache;
 use crate::remote::hosts::HostGate;
+use crate::remote::presentation::TokenCache;
 use crate::remote::{Outbound, OutboundSettings};
 use crate::runtime::schedule::{self, ScheduleSettings, Ticks};
 use crate::runtime::worker::{self, WorkerSettings};
@@ -37,7 +37,7 @@ pub struct Settings {
     pub database: DatabaseTarget,
     pub pool: PoolSettings,
     pub http: HttpLimits,
-    pub auth: http::auth::AuthSettings,
+    pub auth: http::permissions::AuthSettings,
     pub outbound: OutboundSettings,
     /// Politeness per host (`CARDGATE_HOST_*`).
     pub hosts: HostLimits,
@@ -66,7 +66,7 @@ impl Settings {
             database,
             pool: PoolSettings::default(),
             http: HttpLimits::default(),
-            auth: http::auth::AuthSettings::default(),
+            auth: http::permissions::AuthSettings::default(),
             outbound: OutboundSettings::default(),
             hosts: HostLimits::default(),
             hosts_shared: true,

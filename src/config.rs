@@ -11,7 +11,7 @@ use crate::domain::card::CardCaps;
 use crate::domain::politeness::HostLimits;
 use crate::domain::webhook::RetryPolicy;
 use crate::http::HttpLimits;
-use crate::http::auth::AuthSettings;
+use crate::http::permissions::AuthSettings;
 use crate::remote::a2a::CallLimits;
 use crate::remote::{NetworkPolicy, OutboundSettings};
 use crate::runtime::schedule::{Schedule, ScheduleSettings};

@@ -9,12 +9,12 @@ use serde_json::Value;
 use tonic::{Code, Request, Response, Status};
 
 use super::{Reply, Shared, StreamItem, call, tokio_stream_from};
-use crate::remote::grpc::proto::{
+use crate::remote::grpc_transport::proto::{
     AgentCard, CancelTaskRequest, GetExtendedAgentCardRequest, GetTaskRequest, SendMessageRequest,
     SendMessageResponse, StreamResponse, SubscribeToTaskRequest, Task, TaskPushNotificationConfig,
     a2a_service_server::{A2aService, A2aServiceServer},
 };
-use crate::remote::grpc::rpc;
+use crate::remote::grpc_transport::rpc;
 
 /// The gRPC service's routes, to serve beside the card on one port.
 pub(super) fn router(shared: Arc<Shared>) -> axum::Router {

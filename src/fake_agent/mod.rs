@@ -248,7 +248,7 @@ impl FakeAgent {
     /// The agent's gRPC service (the one it serves on its own port), to serve elsewhere too.
     pub fn grpc_service(
         &self,
-    ) -> crate::remote::grpc::proto::a2a_service_server::A2aServiceServer<GrpcAgent> {
+    ) -> crate::remote::grpc_transport::proto::a2a_service_server::A2aServiceServer<GrpcAgent> {
         grpc::service(self.shared.clone())
     }
 

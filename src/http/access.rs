@@ -10,7 +10,7 @@ use axum::middleware::Next;
 use axum::response::Response;
 use tracing::Instrument;
 
-use super::auth::{Principal, RouteTemplate, loggable_path};
+use super::permissions::{Principal, RouteTemplate, loggable_path};
 use crate::metrics::Metrics;
 
 pub const REQUEST_ID: &str = "x-request-id";

@@ -12,7 +12,6 @@ use utoipa::{IntoParams, ToSchema};
 use uuid::Uuid;
 
 use super::ApiState;
-use super::auth::Caller;
 use super::cards::SnapshotSummary;
 use super::closed::{FetchStatusView, RunStatusView};
 use super::credentials::{CredentialBody, credentials_of};
@@ -20,6 +19,7 @@ use super::error::{ApiError, ErrorBody};
 use super::extract::{self, Json, Path, Query, page_size};
 use super::ledger::EventView;
 use super::paging::{Paged, next_cursor};
+use super::permissions::Caller;
 use super::views::GateStateView;
 use crate::domain::gate::Subject;
 use crate::domain::ids::CalleeId;

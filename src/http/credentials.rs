@@ -12,9 +12,9 @@ use utoipa::ToSchema;
 use uuid::Uuid;
 
 use super::ApiState;
-use super::auth::Caller;
 use super::error::{ApiError, ErrorBody};
 use super::extract::{Json, Path};
+use super::permissions::Caller;
 use crate::domain::credential::{Credential, Secret};
 use crate::domain::ids::CalleeId;
 use crate::service::credentials::{self, CredentialInfo};

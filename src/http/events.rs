@@ -15,10 +15,10 @@ use utoipa::IntoParams;
 use uuid::Uuid;
 
 use super::ApiState;
-use super::auth::Caller;
 use super::error::{ApiError, ErrorBody};
 use super::extract::Query;
 use super::ledger::EventView;
+use super::permissions::Caller;
 use crate::domain::ids::CalleeId;
 use crate::domain::ledger::EventBody;
 use crate::service::events::{self, EventFilter};

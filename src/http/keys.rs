@@ -10,10 +10,10 @@ use utoipa::{IntoParams, ToSchema};
 use uuid::Uuid;
 
 use super::ApiState;
-use super::auth::Caller;
 use super::error::{ApiError, ErrorBody};
 use super::extract::{Json, Path, Query, page_size};
 use super::paging::{Paged, next_cursor};
+use super::permissions::Caller;
 use crate::domain::apikey::{ApiKey, Role};
 use crate::domain::ids::ApiKeyId;
 use crate::service::keys;

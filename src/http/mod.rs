@@ -23,7 +23,6 @@ use crate::service::Services;
 
 pub(crate) mod access;
 pub(crate) mod attestations;
-pub mod auth;
 pub(crate) mod callees;
 pub(crate) mod cards;
 pub(crate) mod closed;
@@ -39,6 +38,7 @@ pub(crate) mod keys;
 pub(crate) mod ledger;
 pub(crate) mod metrics;
 pub(crate) mod paging;
+pub mod permissions;
 pub(crate) mod probes;
 pub(crate) mod reports;
 pub(crate) mod status;
@@ -132,7 +132,7 @@ impl utoipa::Modify for BearerScheme {
             .build();
         doc.components
             .get_or_insert_with(Default::default)
-            .add_security_scheme(auth::BEARER, SecurityScheme::Http(scheme));
+            .add_security_scheme(permissions::BEARER, SecurityScheme::Http(scheme));
     }
 }
 
@@ -158,7 +158,9 @@ impl utoipa::Modify for CommonResponses {
                 .build()
         };
         for (path, item) in doc.paths.paths.iter_mut() {
-            let limited_open = auth::OPEN_BUT_COSTLY.iter().any(|p| path.starts_with(p));
+            let limited_open = permissions::OPEN_BUT_COSTLY
+                .iter()
+                .any(|p| path.starts_with(p));
             let ops = [
                 &mut item.get,
                 &mut item.post,
@@ -383,24 +385,28 @@ impl Default for HttpLimits {
 pub fn router(
     state: ApiState,
     limits: &HttpLimits,
-    auth: &auth::AuthSettings,
+    auth: &permissions::AuthSettings,
 ) -> anyhow::Result<Router> {
     let (api, spec) = documented();
-    let mut table = auth::AccessTable::from_openapi(&spec).map_err(|e| anyhow::anyhow!(e))?;
+    let mut table =
+        permissions::AccessTable::from_openapi(&spec).map_err(|e| anyhow::anyhow!(e))?;
     if auth.public_transparency {
         table.open_transparency();
     }
-    let guard = Arc::new(auth::Guard {
+    let guard = Arc::new(permissions::Guard {
         table,
         settings: auth.clone(),
-        limiter: auth::RateLimiter::default(),
+        limiter: permissions::RateLimiter::default(),
         services: state.services.clone(),
         metrics: state.metrics.clone(),
     });
     let metrics = state.metrics.clone();
     let console = console::router(guard.clone());
     // A route layer runs after routing, so it sees the matched path template.
-    let api = api.route_layer(axum::middleware::from_fn_with_state(guard, auth::authorize));
+    let api = api.route_layer(axum::middleware::from_fn_with_state(
+        guard,
+        permissions::authorize,
+    ));
     Ok(api
         .merge(console)
         .merge(SwaggerUi::new("/docs").url("/openapi.json", spec))

@@ -12,7 +12,6 @@ use utoipa::{IntoParams, ToSchema};
 use uuid::Uuid;
 
 use super::ApiState;
-use super::auth::Caller;
 use super::closed::{
     CapabilityStatusView, DemotionClassView, FindingStatusView, LevelView, RuleCode, RunStatusView,
     SourceView, TaskRoleView, TaskStateView,
@@ -22,6 +21,7 @@ use super::extract::page_size;
 use super::extract::{Json, Path, Query};
 use super::ledger::EventView;
 use super::paging::{Paged, next_cursor};
+use super::permissions::Caller;
 use crate::domain::binding::Binding;
 use crate::domain::capability::CapabilityOutcome;
 use crate::domain::ids::{CalleeId, ProbeRunId};

@@ -10,12 +10,12 @@ use utoipa::{IntoParams, ToSchema};
 use uuid::Uuid;
 
 use super::ApiState;
-use super::auth::Caller;
 use super::closed::{DemotionClassView, ReportOutcomeView};
 use super::error::{ApiError, ErrorBody};
 use super::extract::page_size;
 use super::extract::{Json, Path, Query};
 use super::paging::{Paged, next_cursor};
+use super::permissions::Caller;
 use crate::domain::ids::{CalleeId, ReportId};
 use crate::domain::report::Report;
 use crate::domain::report::Trigger;

@@ -11,10 +11,10 @@
 //! `Retry-After` puts off.
 
 pub mod a2a;
-pub mod auth;
-pub mod grpc;
+pub mod grpc_transport;
 pub mod hosts;
 pub(crate) mod policy;
+pub mod presentation;
 pub mod sse;
 
 use std::net::{IpAddr, SocketAddr};

@@ -192,7 +192,7 @@ fn check_alone(scheme: &str, credential: &Credential) -> Result<(), String> {
     credential.validate()?;
     if let Some(identity) = credential.identity_pem() {
         // The TLS stack must accept the pair, or every probe would fail on it.
-        crate::remote::auth::check_identity(&identity)?;
+        crate::remote::presentation::check_identity(&identity)?;
     }
     Ok(())
 }

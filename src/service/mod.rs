@@ -64,7 +64,7 @@ pub struct Services {
     /// Seals and opens the credentials presented to callees.
     pub secrets: credentials::SecretsKey,
     /// OAuth 2.0 tokens fetched for probes, shared by this process's probes.
-    pub tokens: crate::remote::auth::TokenCache,
+    pub tokens: crate::remote::presentation::TokenCache,
 }
 
 impl Services {

@@ -4,7 +4,7 @@
 use std::collections::BTreeSet;
 
 use cardgate::domain::apikey::Role;
-use cardgate::http::auth::{Access, AccessTable};
+use cardgate::http::permissions::{Access, AccessTable};
 use serde_json::{Value, json};
 
 use crate::support::cards::CardServer;
@@ -318,7 +318,7 @@ async fn a_key_is_shown_once_works_at_once_and_fails_at_once_when_revoked(db: Te
 async fn each_key_is_rate_limited_with_retry_after(db: TestDb) {
     let mut settings = test_settings(db.target.clone());
     // One token per 1,000 s: no pause on a loaded machine refills the bucket mid-test.
-    settings.auth = cardgate::http::auth::AuthSettings {
+    settings.auth = cardgate::http::permissions::AuthSettings {
         rate_per_sec: 0.001,
         burst: 3.0,
         ..Default::default()

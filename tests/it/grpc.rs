@@ -573,7 +573,7 @@ async fn a_grpc_peer_answering_bytes_that_are_not_protobuf_is_recorded_and_not_p
 async fn compressed_grpc_answers_are_read_within_the_cap_and_refused_past_it() {
     use axum::body::Body;
     use axum::http::{HeaderName, Request, header};
-    use cardgate::remote::grpc::proto::SendMessageResponse;
+    use cardgate::remote::grpc_transport::proto::SendMessageResponse;
     use prost::Message as _;
 
     fn gzip(bytes: &[u8]) -> Vec<u8> {

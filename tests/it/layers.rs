@@ -53,7 +53,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
     ("telemetry", &[]),
     ("metrics", &[]),
     // The fake agent serves the gRPC binding with the client's own generated `lf.a2a.v1`
-    // types (`remote::grpc::proto`): one definition of the wire for both ends.
+    // types (`remote::grpc_transport::proto`): one definition of the wire for both ends.
     ("fake_agent", &["domain", "remote"]),
 ];
 

@@ -399,7 +399,7 @@ async fn a_python_sdk_agent_set_to_compress_is_judged_as_uncompressed() {
 /// One `SendMessage` over HTTP/2 that offers gzip, as a gRPC client built with compression
 /// would: the answer's `grpc-encoding` and its first message's compressed flag.
 async fn raw_send_accepting_gzip(origin: &str) -> (Option<String>, u8) {
-    use cardgate::remote::grpc::proto::SendMessageRequest;
+    use cardgate::remote::grpc_transport::proto::SendMessageRequest;
     use prost::Message as _;
 
     let request: SendMessageRequest = serde_json::from_value(json!({

@@ -30,9 +30,9 @@ use serde::Deserialize;
 use uuid::Uuid;
 
 use super::ApiState;
-use super::auth::{Caller, Guard, Principal, RouteTemplate, check_query};
 use super::conditional;
 use super::error::ApiError;
+use super::permissions::{Caller, Guard, Principal, RouteTemplate, check_query};
 use crate::domain::apikey;
 use crate::domain::callee::CalleeFilter;
 use crate::domain::decision::{Dedup, Posture};

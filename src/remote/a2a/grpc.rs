@@ -7,7 +7,9 @@ use url::Url;
 
 use super::transcript::Ended;
 use super::{Answer, Ctx, EventReader, NOT_CANCELABLE_REASON, Op, Streamed};
-use crate::remote::grpc::{self as wire, GrpcTransport, Method, Reply, StreamBounds, StreamKind};
+use crate::remote::grpc_transport::{
+    self as wire, GrpcTransport, Method, Reply, StreamBounds, StreamKind,
+};
 
 pub(super) struct GrpcBinding {
     pub url: Url,

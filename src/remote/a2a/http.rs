@@ -10,7 +10,7 @@ use url::Url;
 use super::dialect::Dialect;
 use super::transcript::Ended;
 use super::{Answer, Ctx, EventReader, Op, Streamed, jsonrpc, rest};
-use crate::remote::auth::{Authenticator, identity_refused};
+use crate::remote::presentation::{Authenticator, identity_refused};
 use crate::remote::sse::{Frame, SseLimits, SseReader};
 use crate::remote::{FetchError, Outbound, read_capped};
 

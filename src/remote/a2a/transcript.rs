@@ -7,7 +7,7 @@ use serde_json::{Value, json};
 use tokio::time::Instant;
 
 use crate::domain::time::{self, Timestamp};
-use crate::remote::grpc::CallStatus;
+use crate::remote::grpc_transport::CallStatus;
 use crate::remote::sse::Frame;
 
 /// What the transcript left out once its budget was spent.

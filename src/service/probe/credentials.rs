@@ -17,7 +17,7 @@ use crate::domain::ids::CalleeId;
 use crate::domain::probe::{AccessBlock, ExtendedCard};
 use crate::remote::Outbound;
 use crate::remote::a2a::{A2aClient, Answer, Exchange};
-use crate::remote::auth::{Authenticator, Presentation, TokenCache, identity_refused};
+use crate::remote::presentation::{Authenticator, Presentation, TokenCache, identity_refused};
 use crate::service::Services;
 use crate::service::discovery::Discovery;
 

@@ -2,7 +2,7 @@
 //! reports and records.
 
 use crate::domain::ids::ProbeRunId;
-use crate::remote::auth::Authenticator;
+use crate::remote::presentation::Authenticator;
 
 /// Where a running probe reports each step (the CLI prints them; the service logs them).
 pub trait Progress: Send + Sync {

@@ -197,7 +197,7 @@ pub fn test_settings(target: DatabaseTarget) -> Settings {
         settings.transparency.signing_key_file = postgres_key_file(&name);
         settings.secrets_key_file = postgres_secrets_file(&name);
     }
-    settings.auth = cardgate::http::auth::AuthSettings {
+    settings.auth = cardgate::http::permissions::AuthSettings {
         rate_per_sec: 10_000.0,
         burst: 10_000.0,
         anonymous_per_sec: 10_000.0,

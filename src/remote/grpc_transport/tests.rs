@@ -1,4 +1,4 @@
-//! Unit tests of `cardgate::remote::grpc`.
+//! Unit tests of `cardgate::remote::grpc_transport`.
 
 use super::*;
 use serde_json::json;
