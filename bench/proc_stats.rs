@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 /// User + system CPU time of this process so far.
-pub fn cpu_time() -> Duration {
+pub(crate) fn cpu_time() -> Duration {
     let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
     // Fields after the command name (which may contain spaces) start after the last ')'.
     let fields: Vec<&str> = stat
@@ -32,16 +32,16 @@ fn status_kib(field: &str) -> u64 {
 }
 
 /// Resident memory now, in KiB.
-pub fn rss_kib() -> u64 {
+pub(crate) fn rss_kib() -> u64 {
     status_kib("VmRSS:")
 }
 
 /// Peak resident memory since start (or the last reset), in KiB.
-pub fn peak_rss_kib() -> u64 {
+pub(crate) fn peak_rss_kib() -> u64 {
     status_kib("VmHWM:")
 }
 
 /// Resets the peak to the current RSS (Linux ≥ 4.0).
-pub fn reset_peak() {
+pub(crate) fn reset_peak() {
     let _ = std::fs::write("/proc/self/clear_refs", "5");
 }

@@ -4,7 +4,7 @@
 
 use cardgate::storage::DatabaseTarget;
 
-pub struct BenchDb {
+pub(crate) struct BenchDb {
     pub target: DatabaseTarget,
     /// (admin URL, database name) of a Postgres database this example created.
     postgres: Option<(String, String)>,
@@ -12,7 +12,7 @@ pub struct BenchDb {
 
 impl BenchDb {
     /// `prefix` names the Postgres database (`<prefix>_<pid>`).
-    pub async fn open(prefix: &str, work: &std::path::Path) -> anyhow::Result<Self> {
+    pub(crate) async fn open(prefix: &str, work: &std::path::Path) -> anyhow::Result<Self> {
         let Ok(admin) = std::env::var("BENCH_DATABASE_URL") else {
             return Ok(Self {
                 target: DatabaseTarget::Sqlite(work.join("bench.db")),
@@ -36,7 +36,7 @@ impl BenchDb {
 
     /// Drops the Postgres database this example created (nothing for SQLite: its directory
     /// goes with the example's temporary directory).
-    pub async fn drop_database(self) -> anyhow::Result<()> {
+    pub(crate) async fn drop_database(self) -> anyhow::Result<()> {
         if let Some((admin, name)) = self.postgres {
             let mut conn = <sqlx::PgConnection as sqlx::Connection>::connect(&admin).await?;
             sqlx::query(sqlx::AssertSqlSafe(format!(

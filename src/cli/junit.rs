@@ -5,14 +5,14 @@ use std::fmt::Write;
 
 /// One test case.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Case {
+pub(crate) struct Case {
     pub classname: String,
     pub name: String,
     pub outcome: Outcome,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Outcome {
+pub(crate) enum Outcome {
     Passed,
     Failed { message: String },
     Skipped { message: String },
@@ -36,7 +36,7 @@ fn escape(text: &str) -> String {
 }
 
 /// The document: `<testsuites>` with one `<testsuite name="{suite}">`.
-pub fn render(suite: &str, cases: &[Case]) -> String {
+pub(crate) fn render(suite: &str, cases: &[Case]) -> String {
     let failures = cases
         .iter()
         .filter(|c| matches!(c.outcome, Outcome::Failed { .. }))

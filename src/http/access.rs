@@ -13,7 +13,7 @@ use tracing::Instrument;
 use super::permissions::{Principal, RouteTemplate, loggable_path};
 use crate::metrics::Metrics;
 
-pub const REQUEST_ID: &str = "x-request-id";
+pub(crate) const REQUEST_ID: &str = "x-request-id";
 
 /// A caller's request id is kept if it is 1 to 128 visible ASCII characters; anything else
 /// (empty, long, spaces, control or non-ASCII bytes) is replaced, so ids are safe in logs.
@@ -21,7 +21,11 @@ fn acceptable(id: &str) -> bool {
     (1..=128).contains(&id.len()) && id.bytes().all(|b| b.is_ascii_graphic())
 }
 
-pub async fn access_log(State(metrics): State<Metrics>, mut req: Request, next: Next) -> Response {
+pub(crate) async fn access_log(
+    State(metrics): State<Metrics>,
+    mut req: Request,
+    next: Next,
+) -> Response {
     let started = Instant::now();
     let id = req
         .headers()

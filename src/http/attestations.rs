@@ -61,7 +61,7 @@ impl From<Envelope> for EnvelopeView {
 /// A subject in a path: the callee and the protocol version.
 #[derive(Debug, Deserialize, IntoParams)]
 #[into_params(parameter_in = Path)]
-pub struct SubjectPath {
+pub(crate) struct SubjectPath {
     /// Callee id.
     pub id: Uuid,
     /// Protocol version, `Major.Minor`.
@@ -81,7 +81,7 @@ pub struct SubjectPath {
         (status = 400, description = "`version` is not `Major.Minor`", body = ErrorBody),
         (status = 404, description = "No such callee, or no such subject", body = ErrorBody),
     ))]
-pub async fn get_attestation(
+pub(crate) async fn get_attestation(
     State(app): State<ApiState>,
     Path(SubjectPath { id, version }): Path<SubjectPath>,
 ) -> Result<Json<EnvelopeView>, ApiError> {
@@ -93,7 +93,7 @@ pub async fn get_attestation(
 
 /// A kept attestation: the one made when a promotion or demotion was appended.
 #[derive(Debug, Serialize, ToSchema)]
-pub struct AttestationView {
+pub(crate) struct AttestationView {
     pub id: Uuid,
     pub callee_id: Uuid,
     pub protocol_version: String,
@@ -120,7 +120,7 @@ impl From<AttestationRecord> for AttestationView {
 }
 
 #[derive(Debug, Serialize, ToSchema)]
-pub struct AttestationPage {
+pub(crate) struct AttestationPage {
     /// In ledger order.
     pub items: Vec<AttestationView>,
     /// Pass as `after` for the next page; absent on the last page.
@@ -130,7 +130,7 @@ pub struct AttestationPage {
 #[derive(Debug, Deserialize, IntoParams)]
 #[into_params(parameter_in = Query)]
 #[serde(deny_unknown_fields)]
-pub struct AttestationQuery {
+pub(crate) struct AttestationQuery {
     /// Only this callee's.
     pub callee_id: Option<Uuid>,
     /// Only attestations of events after this ledger seq (default 0: from the first).
@@ -149,7 +149,7 @@ pub struct AttestationQuery {
         (status = 400, description = "A negative `after`", body = ErrorBody),
         (status = 404, description = "No such callee", body = ErrorBody),
     ))]
-pub async fn list_attestations(
+pub(crate) async fn list_attestations(
     State(app): State<ApiState>,
     OriginalUri(uri): OriginalUri,
     Query(q): Query<AttestationQuery>,

@@ -29,7 +29,7 @@ use crate::service::callees::{self, CalleeDetail, RefreshOutcome, Registration, 
 /// Register a callee by its card URL.
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
-pub struct CreateCallee {
+pub(crate) struct CreateCallee {
     /// An origin (`https://agent.example`), its well-known card URL, or the legacy
     /// `/.well-known/agent.json` URL.
     #[schema(
@@ -83,7 +83,7 @@ pub struct ProbeText(pub String);
 /// A JWKS of public signing keys.
 #[derive(Debug, Deserialize, Serialize, ToSchema)]
 #[serde(deny_unknown_fields)]
-pub struct Jwks {
+pub(crate) struct Jwks {
     #[schema(max_items = 20)]
     #[serde(deserialize_with = "at_most_20_keys")]
     pub keys: Vec<PublicJwk>,
@@ -92,7 +92,7 @@ pub struct Jwks {
 /// A public key. Private parameters (`d`, `p`, `q`, …) and symmetric keys are not accepted.
 #[derive(Debug, Deserialize, Serialize, ToSchema)]
 #[serde(deny_unknown_fields)]
-pub struct PublicJwk {
+pub(crate) struct PublicJwk {
     pub kty: KeyType,
     #[schema(min_length = 1, max_length = 100)]
     #[serde(deserialize_with = "key_id")]
@@ -157,7 +157,7 @@ fn key_id<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<String, D
 }
 
 #[derive(Debug, Clone, Copy, Deserialize, Serialize, ToSchema)]
-pub enum KeyType {
+pub(crate) enum KeyType {
     #[serde(rename = "EC")]
     Ec,
     #[serde(rename = "OKP")]
@@ -189,14 +189,14 @@ impl From<ProbeScriptBody> for ProbeScript {
 /// Replace (or, with `null`, clear) the pinned keys.
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
-pub struct TrustedKeys {
+pub(crate) struct TrustedKeys {
     /// A JWKS (`{"keys":[…]}`) of public keys, or `null`.
     #[serde(default, deserialize_with = "extract::object_or_null")]
     pub trusted_keys: Option<Jwks>,
 }
 
 #[derive(Debug, Serialize, ToSchema)]
-pub struct CalleeView {
+pub(crate) struct CalleeView {
     pub id: Uuid,
     pub card_url: String,
     pub name: Option<String>,
@@ -211,7 +211,7 @@ pub struct CalleeView {
 }
 
 #[derive(Debug, Serialize, ToSchema)]
-pub struct LastFetchView {
+pub(crate) struct LastFetchView {
     pub at: Option<DateTime<Utc>>,
     pub status: Option<FetchStatusView>,
     pub error: Option<String>,
@@ -225,7 +225,7 @@ pub struct LastFetchView {
 
 /// What a refresh did.
 #[derive(Debug, Serialize, ToSchema)]
-pub struct RefreshView {
+pub(crate) struct RefreshView {
     /// `fetched` (new trusted snapshot), `unchanged` (304 or same bytes), `untrusted` (new
     /// snapshot that did not parse or verify), `failed` (not fetched) or `deferred` (the host
     /// asked cardgate to wait: nothing held against the agent; fetched again then).
@@ -237,7 +237,7 @@ pub struct RefreshView {
 }
 
 #[derive(Debug, Serialize, ToSchema)]
-pub struct SubjectView {
+pub(crate) struct SubjectView {
     #[schema(example = "1.0")]
     pub protocol_version: String,
     pub gate_state: GateStateView,
@@ -252,7 +252,7 @@ pub struct SubjectView {
 }
 
 #[derive(Debug, Serialize, ToSchema)]
-pub struct ProbeRef {
+pub(crate) struct ProbeRef {
     pub id: Uuid,
     pub status: RunStatusView,
     pub passed: Option<bool>,
@@ -260,13 +260,13 @@ pub struct ProbeRef {
 }
 
 #[derive(Debug, Serialize, ToSchema)]
-pub struct ChangeView {
+pub(crate) struct ChangeView {
     pub seq: i64,
     pub at: DateTime<Utc>,
 }
 
 #[derive(Debug, Serialize, ToSchema)]
-pub struct CalleePage {
+pub(crate) struct CalleePage {
     pub items: Vec<CalleeView>,
     /// Pass as `after` for the next page; absent on the last page.
     pub next: Option<Uuid>,
@@ -275,7 +275,7 @@ pub struct CalleePage {
 #[derive(Debug, Deserialize, IntoParams)]
 #[into_params(parameter_in = Query)]
 #[serde(deny_unknown_fields)]
-pub struct PageQuery {
+pub(crate) struct PageQuery {
     /// Page size, 1 to 200 (default 50).
     #[param(minimum = 1, maximum = 200)]
     pub limit: Option<u32>,
@@ -347,7 +347,7 @@ impl From<CalleeDetail> for CalleeView {
         (status = 409, description = "The card URL is already registered", body = ErrorBody),
         (status = 422, description = "The card cannot be fetched, parsed or verified, or a credential does not fit its scheme", body = ErrorBody),
     ))]
-pub async fn create_callee(
+pub(crate) async fn create_callee(
     State(app): State<ApiState>,
     Extension(caller): Extension<Caller>,
     Json(body): Json<CreateCallee>,
@@ -372,7 +372,7 @@ pub async fn create_callee(
         (status = 200, description = "A page of callees", body = CalleePage),
         (status = 400, description = "Bad paging parameters", body = ErrorBody),
     ))]
-pub async fn list_callees(
+pub(crate) async fn list_callees(
     State(app): State<ApiState>,
     OriginalUri(uri): OriginalUri,
     Query(q): Query<PageQuery>,
@@ -410,7 +410,7 @@ pub async fn list_callees(
         (status = 400, description = "Malformed id", body = ErrorBody),
         (status = 404, description = "No such callee", body = ErrorBody),
     ))]
-pub async fn get_callee(
+pub(crate) async fn get_callee(
     State(app): State<ApiState>,
     Path(id): Path<Uuid>,
 ) -> Result<Json<CalleeView>, ApiError> {
@@ -435,7 +435,7 @@ pub async fn get_callee(
         (status = 400, description = "Malformed id", body = ErrorBody),
         (status = 404, description = "No such callee", body = ErrorBody),
     ))]
-pub async fn refresh_callee(
+pub(crate) async fn refresh_callee(
     State(app): State<ApiState>,
     Extension(caller): Extension<Caller>,
     Path(id): Path<Uuid>,
@@ -473,7 +473,7 @@ impl From<RefreshOutcome> for RefreshView {
         (status = 400, description = "Malformed id or JWKS", body = ErrorBody),
         (status = 404, description = "No such callee", body = ErrorBody),
     ))]
-pub async fn put_trusted_keys(
+pub(crate) async fn put_trusted_keys(
     State(app): State<ApiState>,
     Extension(caller): Extension<Caller>,
     Path(id): Path<Uuid>,

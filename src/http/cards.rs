@@ -22,7 +22,7 @@ use crate::service::callees;
 
 /// How one snapshot was judged.
 #[derive(Debug, Serialize, ToSchema)]
-pub struct SnapshotSummary {
+pub(crate) struct SnapshotSummary {
     pub id: Uuid,
     /// `public`, or `extended`: the authenticated extended card, which decisions never read
     /// for callers at large.
@@ -52,7 +52,7 @@ pub struct SnapshotSummary {
 }
 
 #[derive(Debug, Serialize, ToSchema)]
-pub struct SignatureView {
+pub(crate) struct SignatureView {
     pub status: SignatureStatusView,
     /// Which entry of `signatures` verified.
     pub index: Option<usize>,
@@ -67,7 +67,7 @@ pub struct SignatureView {
 
 /// One snapshot in full.
 #[derive(Debug, Serialize, ToSchema)]
-pub struct SnapshotView {
+pub(crate) struct SnapshotView {
     #[serde(flatten)]
     pub summary: SnapshotSummary,
     pub etag: Option<String>,
@@ -82,7 +82,7 @@ pub struct SnapshotView {
 }
 
 #[derive(Debug, Serialize, ToSchema)]
-pub struct CardView {
+pub(crate) struct CardView {
     pub name: String,
     pub description: Option<String>,
     pub agent_version: Option<String>,
@@ -96,7 +96,7 @@ pub struct CardView {
 }
 
 #[derive(Debug, Serialize, ToSchema)]
-pub struct InterfaceView {
+pub(crate) struct InterfaceView {
     pub url: String,
     pub protocol_binding: String,
     pub protocol_version: String,
@@ -108,7 +108,7 @@ pub struct InterfaceView {
 }
 
 #[derive(Debug, Serialize, ToSchema)]
-pub struct CapabilitiesView {
+pub(crate) struct CapabilitiesView {
     pub streaming: bool,
     pub push_notifications: bool,
     /// As declared; only meaningful for v0.2/v0.3 interfaces.
@@ -117,13 +117,13 @@ pub struct CapabilitiesView {
 }
 
 #[derive(Debug, Serialize, ToSchema)]
-pub struct SkillView {
+pub(crate) struct SkillView {
     pub id: String,
     pub name: Option<String>,
 }
 
 #[derive(Debug, Serialize, ToSchema)]
-pub struct SnapshotPage {
+pub(crate) struct SnapshotPage {
     /// Newest first.
     pub items: Vec<SnapshotSummary>,
     /// Pass as `after` for the next page (older snapshots); absent on the last page.
@@ -133,7 +133,7 @@ pub struct SnapshotPage {
 #[derive(Debug, Deserialize, IntoParams)]
 #[into_params(parameter_in = Query)]
 #[serde(deny_unknown_fields)]
-pub struct SnapshotQuery {
+pub(crate) struct SnapshotQuery {
     /// Page size, 1 to 200 (default 50).
     #[param(minimum = 1, maximum = 200)]
     pub limit: Option<u32>,
@@ -262,7 +262,7 @@ fn card_view(card: &NormalizedCard, card_url: &str) -> CardView {
         (status = 400, description = "Bad parameters", body = ErrorBody),
         (status = 404, description = "No such callee", body = ErrorBody),
     ))]
-pub async fn list_cards(
+pub(crate) async fn list_cards(
     State(app): State<ApiState>,
     Path(id): Path<Uuid>,
     OriginalUri(uri): OriginalUri,
@@ -296,7 +296,7 @@ pub async fn list_cards(
         (status = 400, description = "Malformed id", body = ErrorBody),
         (status = 404, description = "No such callee or snapshot", body = ErrorBody),
     ))]
-pub async fn get_card(
+pub(crate) async fn get_card(
     State(app): State<ApiState>,
     Path((id, snapshot_id)): Path<(Uuid, Uuid)>,
 ) -> Result<Json<SnapshotView>, ApiError> {

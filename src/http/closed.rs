@@ -192,7 +192,7 @@ closed_set!(
 /// `Rule::ALL`'s codes, so the document cannot miss a rule.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(transparent)]
-pub struct RuleCode(Rule);
+pub(crate) struct RuleCode(Rule);
 
 impl From<&Rule> for RuleCode {
     fn from(rule: &Rule) -> Self {

@@ -38,7 +38,7 @@ impl Tagged {
 }
 
 /// `body` as JSON with its `ETag`, or an empty 304 when `request` already holds that tag.
-pub fn respond<T: Serialize>(request: &HeaderMap, body: &T) -> Result<Response, ApiError> {
+pub(crate) fn respond<T: Serialize>(request: &HeaderMap, body: &T) -> Result<Response, ApiError> {
     Ok(respond_tagged(
         request,
         "application/json",
@@ -49,7 +49,7 @@ pub fn respond<T: Serialize>(request: &HeaderMap, body: &T) -> Result<Response, 
 
 /// `body` of `content_type` with its `ETag` and `cache_control`, or an empty 304 when
 /// `request` already holds that tag.
-pub fn respond_bytes(
+pub(crate) fn respond_bytes(
     request: &HeaderMap,
     content_type: &'static str,
     cache_control: &'static str,
@@ -60,7 +60,7 @@ pub fn respond_bytes(
 
 /// `tagged` as `content_type` with `cache_control`, or an empty 304 when `request` already
 /// holds its tag.
-pub fn respond_tagged(
+pub(crate) fn respond_tagged(
     request: &HeaderMap,
     content_type: &'static str,
     cache_control: &'static str,

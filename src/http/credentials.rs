@@ -123,7 +123,7 @@ impl TryFrom<CredentialBody> for Credential {
 }
 
 /// Registration's `credentials`: scheme name → credential.
-pub fn credentials_of(
+pub(crate) fn credentials_of(
     body: Option<BTreeMap<String, CredentialBody>>,
 ) -> Result<BTreeMap<String, Credential>, ApiError> {
     let body = body.unwrap_or_default();
@@ -137,7 +137,7 @@ pub fn credentials_of(
 
 /// A credential as listings show it: what it is for, never what it is.
 #[derive(Debug, Serialize, ToSchema)]
-pub struct CredentialView {
+pub(crate) struct CredentialView {
     /// The card's `securitySchemes` entry it is presented for.
     pub scheme: String,
     #[schema(example = "bearer")]
@@ -164,7 +164,7 @@ impl From<CredentialInfo> for CredentialView {
 }
 
 #[derive(Debug, Serialize, ToSchema)]
-pub struct CredentialList {
+pub(crate) struct CredentialList {
     pub credentials: Vec<CredentialView>,
 }
 
@@ -188,7 +188,7 @@ pub struct CredentialList {
         (status = 409, description = "The callee has no readable card yet", body = ErrorBody),
         (status = 422, description = "The card declares no such scheme, or the kind does not fit it", body = ErrorBody),
     ))]
-pub async fn put_credential(
+pub(crate) async fn put_credential(
     State(app): State<ApiState>,
     Extension(caller): Extension<Caller>,
     Path((id, scheme)): Path<(Uuid, String)>,
@@ -220,7 +220,7 @@ pub async fn put_credential(
         (status = 403, description = "The key's role is not enough", body = ErrorBody),
         (status = 404, description = "No such callee, or nothing set for the scheme", body = ErrorBody),
     ))]
-pub async fn delete_credential(
+pub(crate) async fn delete_credential(
     State(app): State<ApiState>,
     Extension(caller): Extension<Caller>,
     Path((id, scheme)): Path<(Uuid, String)>,
@@ -241,7 +241,7 @@ pub async fn delete_credential(
         (status = 400, description = "Malformed id", body = ErrorBody),
         (status = 404, description = "No such callee", body = ErrorBody),
     ))]
-pub async fn list_credentials(
+pub(crate) async fn list_credentials(
     State(app): State<ApiState>,
     Path(id): Path<Uuid>,
 ) -> Result<Json<CredentialList>, ApiError> {

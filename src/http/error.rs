@@ -15,12 +15,12 @@ use crate::service::ServiceError;
 
 /// The error envelope.
 #[derive(Debug, Serialize, ToSchema)]
-pub struct ErrorBody {
+pub(crate) struct ErrorBody {
     pub error: ErrorDetail,
 }
 
 #[derive(Debug, Serialize, ToSchema)]
-pub struct ErrorDetail {
+pub(crate) struct ErrorDetail {
     /// Stable, machine-readable code, e.g. `not_found`, `invalid_request`.
     pub code: String,
     /// Human-readable explanation. Generic for server errors.
@@ -123,7 +123,7 @@ impl ApiError {
     }
 }
 
-pub const UNAVAILABLE_RETRY_SECS: u64 = 5;
+pub(crate) const UNAVAILABLE_RETRY_SECS: u64 = 5;
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {

@@ -24,14 +24,14 @@ use crate::domain::ledger::EventBody;
 use crate::service::events::{self, EventFilter};
 
 /// Open streams one key may hold at once.
-pub const MAX_STREAMS_PER_KEY: usize = 8;
+pub(crate) const MAX_STREAMS_PER_KEY: usize = 8;
 /// A comment line this often keeps proxies from closing an idle stream.
 const KEEP_ALIVE: Duration = Duration::from_secs(15);
 
 #[derive(Debug, Deserialize, IntoParams)]
 #[into_params(parameter_in = Query)]
 #[serde(deny_unknown_fields)]
-pub struct EventsQuery {
+pub(crate) struct EventsQuery {
     /// Only events about this callee.
     pub callee_id: Option<Uuid>,
     /// Comma-separated ledger kinds (`demoted,promoted`, …); all when absent.
@@ -145,7 +145,7 @@ fn resume_after(headers: &HeaderMap, after: Option<i64>) -> Result<i64, ApiError
         (status = 400, description = "Bad parameters", body = ErrorBody),
         (status = 429, description = "This key already holds 8 open streams", body = ErrorBody),
     ))]
-pub async fn stream_events(
+pub(crate) async fn stream_events(
     State(app): State<ApiState>,
     Extension(caller): Extension<Caller>,
     headers: HeaderMap,

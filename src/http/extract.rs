@@ -135,7 +135,7 @@ fn source_text(err: &(dyn std::error::Error + 'static)) -> String {
 
 /// For a field whose type is a struct: serde would also build it from an array (field by
 /// field), which the schema does not allow. Use with `#[serde(deserialize_with = "...")]`.
-pub fn object<'de, D, T>(deserializer: D) -> Result<T, D::Error>
+pub(crate) fn object<'de, D, T>(deserializer: D) -> Result<T, D::Error>
 where
     D: serde::Deserializer<'de>,
     T: DeserializeOwned,
@@ -153,7 +153,7 @@ where
 
 /// [`object`] for an optional field (`null` or absent is `None`); pair it with
 /// `#[serde(default)]`.
-pub fn object_or_null<'de, D, T>(deserializer: D) -> Result<Option<T>, D::Error>
+pub(crate) fn object_or_null<'de, D, T>(deserializer: D) -> Result<Option<T>, D::Error>
 where
     D: serde::Deserializer<'de>,
     T: DeserializeOwned,
@@ -165,7 +165,7 @@ where
 }
 
 /// [`object`] for each element of an array.
-pub fn objects<'de, D, T>(deserializer: D) -> Result<Vec<T>, D::Error>
+pub(crate) fn objects<'de, D, T>(deserializer: D) -> Result<Vec<T>, D::Error>
 where
     D: serde::Deserializer<'de>,
     T: DeserializeOwned,
@@ -191,11 +191,11 @@ fn json_kind(value: &serde_json::Value) -> &'static str {
     }
 }
 
-pub const DEFAULT_PAGE: u32 = 50;
-pub const MAX_PAGE: u32 = 200;
+pub(crate) const DEFAULT_PAGE: u32 = 50;
+pub(crate) const MAX_PAGE: u32 = 200;
 
 /// Validates a ledger-seq cursor (`after`, default 0: from the first).
-pub fn seq_after(after: Option<i64>) -> Result<i64, ApiError> {
+pub(crate) fn seq_after(after: Option<i64>) -> Result<i64, ApiError> {
     match after.unwrap_or(0) {
         n if n < 0 => Err(ApiError::bad_request(
             "invalid_query",
@@ -206,7 +206,7 @@ pub fn seq_after(after: Option<i64>) -> Result<i64, ApiError> {
 }
 
 /// Validates a requested page size.
-pub fn page_size(limit: Option<u32>) -> Result<u32, ApiError> {
+pub(crate) fn page_size(limit: Option<u32>) -> Result<u32, ApiError> {
     match limit.unwrap_or(DEFAULT_PAGE) {
         n @ 1..=MAX_PAGE => Ok(n),
         n => Err(ApiError::bad_request(

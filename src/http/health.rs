@@ -10,13 +10,13 @@ use super::extract::Json;
 use crate::service;
 
 #[derive(Debug, Serialize, ToSchema)]
-pub struct Health {
+pub(crate) struct Health {
     #[schema(example = "ok")]
     pub status: String,
 }
 
 #[derive(Debug, Serialize, ToSchema)]
-pub struct Readiness {
+pub(crate) struct Readiness {
     #[schema(example = "ready")]
     pub status: String,
     /// `postgres` or `sqlite`.
@@ -31,7 +31,7 @@ pub struct Readiness {
 #[utoipa::path(get, path = "/healthz", tag = "health",
     security(()),
     responses((status = 200, description = "Alive", body = Health)))]
-pub async fn healthz() -> Json<Health> {
+pub(crate) async fn healthz() -> Json<Health> {
     Json(Health {
         status: "ok".into(),
     })
@@ -44,7 +44,7 @@ pub async fn healthz() -> Json<Health> {
         (status = 200, description = "Ready", body = Readiness),
         (status = 503, description = "The database does not answer, or the read model is still loading its decisions", body = ErrorBody),
     ))]
-pub async fn readyz(State(app): State<ApiState>) -> Result<Json<Readiness>, ApiError> {
+pub(crate) async fn readyz(State(app): State<ApiState>) -> Result<Json<Readiness>, ApiError> {
     // Not ready to take callers until it can answer their decisions.
     if !app.services.view.is_loaded() {
         return Err(ApiError::Unavailable(

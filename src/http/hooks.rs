@@ -23,7 +23,7 @@ use crate::service::{Missing, probe};
         (status = 413, description = "The delivery is larger than a probe answer may be", body = ErrorBody),
         (status = 429, description = "This probe run's webhook has taken all the deliveries it accepts", body = ErrorBody),
     ))]
-pub async fn receive_push(
+pub(crate) async fn receive_push(
     State(app): State<ApiState>,
     Path(token): Path<String>,
     headers: HeaderMap,
@@ -54,7 +54,7 @@ pub async fn receive_push(
 }
 
 /// The headers of a delivery worth keeping as evidence (the cycle reads the token from them).
-pub fn delivery_headers(headers: &HeaderMap) -> Value {
+pub(crate) fn delivery_headers(headers: &HeaderMap) -> Value {
     let mut kept = serde_json::Map::new();
     for name in [
         "content-type",

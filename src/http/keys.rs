@@ -51,7 +51,7 @@ impl From<Role> for RoleView {
 
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
-pub struct CreateKey {
+pub(crate) struct CreateKey {
     /// Who or what uses the key.
     #[schema(
         min_length = 1,
@@ -63,7 +63,7 @@ pub struct CreateKey {
 }
 
 #[derive(Debug, Serialize, ToSchema)]
-pub struct KeyView {
+pub(crate) struct KeyView {
     pub id: Uuid,
     pub name: String,
     pub role: RoleView,
@@ -76,7 +76,7 @@ pub struct KeyView {
 
 /// A new key with its secret: shown this once and never again.
 #[derive(Debug, Serialize, ToSchema)]
-pub struct CreatedKey {
+pub(crate) struct CreatedKey {
     #[serde(flatten)]
     pub info: KeyView,
     /// Use as `Authorization: Bearer <key>`. Store it now: only its hash is kept.
@@ -84,7 +84,7 @@ pub struct CreatedKey {
 }
 
 #[derive(Debug, Serialize, ToSchema)]
-pub struct KeyList {
+pub(crate) struct KeyList {
     /// In creation order.
     pub items: Vec<KeyView>,
     /// Pass as `after` for the next page; absent on the last page.
@@ -94,7 +94,7 @@ pub struct KeyList {
 #[derive(Debug, Deserialize, IntoParams)]
 #[into_params(parameter_in = Query)]
 #[serde(deny_unknown_fields)]
-pub struct KeyQuery {
+pub(crate) struct KeyQuery {
     /// Page size, 1 to 200 (default 50).
     #[param(minimum = 1, maximum = 200)]
     pub limit: Option<u32>,
@@ -125,7 +125,7 @@ impl From<ApiKey> for KeyView {
         (status = 401, description = "No valid key", body = ErrorBody),
         (status = 403, description = "Not an admin key", body = ErrorBody),
     ))]
-pub async fn create_key(
+pub(crate) async fn create_key(
     State(app): State<ApiState>,
     Extension(caller): Extension<Caller>,
     Json(body): Json<CreateKey>,
@@ -156,7 +156,7 @@ pub async fn create_key(
         (status = 401, description = "No valid key", body = ErrorBody),
         (status = 403, description = "Not an admin key", body = ErrorBody),
     ))]
-pub async fn list_keys(
+pub(crate) async fn list_keys(
     State(app): State<ApiState>,
     OriginalUri(uri): OriginalUri,
     Query(q): Query<KeyQuery>,
@@ -182,7 +182,7 @@ pub async fn list_keys(
         (status = 403, description = "Not an admin key", body = ErrorBody),
         (status = 404, description = "No such key", body = ErrorBody),
     ))]
-pub async fn revoke_key(
+pub(crate) async fn revoke_key(
     State(app): State<ApiState>,
     Extension(caller): Extension<Caller>,
     Path(id): Path<Uuid>,

@@ -20,7 +20,7 @@ use crate::service::ledger::{self, VerifyReport};
 #[derive(Debug, Deserialize, IntoParams)]
 #[into_params(parameter_in = Query)]
 #[serde(deny_unknown_fields)]
-pub struct LedgerQuery {
+pub(crate) struct LedgerQuery {
     /// Only events about this callee.
     pub callee_id: Option<Uuid>,
     /// Only events with a greater sequence number (default 0: from the start).
@@ -71,7 +71,7 @@ impl From<EventRecord> for EventView {
 }
 
 #[derive(Debug, Serialize, ToSchema)]
-pub struct LedgerPage {
+pub(crate) struct LedgerPage {
     /// Events in sequence order.
     pub items: Vec<EventView>,
     /// Pass as `after` for the next page; absent on the last page.
@@ -79,7 +79,7 @@ pub struct LedgerPage {
 }
 
 #[derive(Debug, Serialize, ToSchema)]
-pub struct VerifyView {
+pub(crate) struct VerifyView {
     /// True when every link from the first event to the newest verified, and the Merkle
     /// tree, every recorded checkpoint and every subject's head agree with the chain.
     pub ok: bool,
@@ -98,7 +98,7 @@ pub struct VerifyView {
 
 /// The Merkle tree recomputed from the verified chain.
 #[derive(Debug, Serialize, ToSchema)]
-pub struct MerkleCheckView {
+pub(crate) struct MerkleCheckView {
     pub tree_size: u64,
     /// Base64.
     pub root_hash: String,
@@ -109,7 +109,7 @@ pub struct MerkleCheckView {
 }
 
 #[derive(Debug, Serialize, ToSchema)]
-pub struct BrokenLinkView {
+pub(crate) struct BrokenLinkView {
     pub seq: i64,
     pub reason: String,
 }
@@ -147,7 +147,7 @@ impl From<VerifyReport> for VerifyView {
         (status = 200, description = "A page of events", body = LedgerPage),
         (status = 400, description = "Bad parameters", body = ErrorBody),
     ))]
-pub async fn list_ledger(
+pub(crate) async fn list_ledger(
     State(app): State<ApiState>,
     OriginalUri(uri): OriginalUri,
     Query(q): Query<LedgerQuery>,
@@ -170,6 +170,8 @@ pub async fn list_ledger(
     responses(
         (status = 401, description = "No valid API key", body = ErrorBody),
         (status = 403, description = "The key's role is not enough", body = ErrorBody),(status = 200, description = "The verification report", body = VerifyView)))]
-pub async fn verify_ledger(State(app): State<ApiState>) -> Result<Json<VerifyView>, ApiError> {
+pub(crate) async fn verify_ledger(
+    State(app): State<ApiState>,
+) -> Result<Json<VerifyView>, ApiError> {
     Ok(Json(ledger::verify(&app.services.store).await?.into()))
 }

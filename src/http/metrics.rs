@@ -20,7 +20,7 @@ use crate::service::status;
             content_type = "application/openmetrics-text", body = String),
         (status = 404, description = "Metrics are turned off (`CARDGATE_METRICS=off`)", body = ErrorBody),
     ))]
-pub async fn get_metrics(State(app): State<ApiState>) -> Result<Response, ApiError> {
+pub(crate) async fn get_metrics(State(app): State<ApiState>) -> Result<Response, ApiError> {
     if !app.metrics_enabled {
         return Err(ApiError::NotFound(
             "metrics are turned off (CARDGATE_METRICS=off)".into(),

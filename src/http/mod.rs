@@ -25,7 +25,7 @@ pub(crate) mod access;
 pub(crate) mod attestations;
 pub(crate) mod callees;
 pub(crate) mod cards;
-pub(crate) mod closed;
+pub mod closed;
 pub(crate) mod conditional;
 pub(crate) mod console;
 pub(crate) mod credentials;

@@ -39,7 +39,7 @@ fn next_link(uri: &Uri, next: &str) -> String {
 
 /// The cursor of a full page: the last item's, if the page is full (a shorter page is the
 /// last).
-pub fn next_cursor<T, C>(items: &[T], limit: u32, cursor: impl Fn(&T) -> C) -> Option<C> {
+pub(crate) fn next_cursor<T, C>(items: &[T], limit: u32, cursor: impl Fn(&T) -> C) -> Option<C> {
     (items.len() == limit as usize)
         .then(|| items.last().map(cursor))
         .flatten()

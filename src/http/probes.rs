@@ -31,7 +31,7 @@ use crate::service::{ledger, probe};
 
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
-pub struct ProbeRequest {
+pub(crate) struct ProbeRequest {
     /// The subject's `Major.Minor`; when absent, the newest version the callee's card offers.
     #[schema(example = "1.0", pattern = r"^[0-9]{1,4}\.[0-9]{1,4}$")]
     pub protocol_version: Option<String>,
@@ -75,7 +75,7 @@ impl From<BindingName> for Binding {
 
 /// A probe run, without its evidence.
 #[derive(Debug, Serialize, ToSchema)]
-pub struct ProbeRunSummary {
+pub(crate) struct ProbeRunSummary {
     pub id: Uuid,
     pub callee_id: Uuid,
     pub protocol_version: String,
@@ -97,7 +97,7 @@ pub struct ProbeRunSummary {
 
 /// A probe run with everything it observed.
 #[derive(Debug, Serialize, ToSchema)]
-pub struct ProbeRunView {
+pub(crate) struct ProbeRunView {
     #[serde(flatten)]
     pub summary: ProbeRunSummary,
     pub verdict: Option<VerdictView>,
@@ -118,7 +118,7 @@ pub struct ProbeRunView {
 }
 
 #[derive(Debug, Serialize, ToSchema)]
-pub struct VerdictView {
+pub(crate) struct VerdictView {
     pub passed: bool,
     /// What kept the cycle from passing.
     pub reasons: Vec<String>,
@@ -127,13 +127,13 @@ pub struct VerdictView {
 }
 
 #[derive(Debug, Serialize, ToSchema)]
-pub struct TriggerView {
+pub(crate) struct TriggerView {
     pub class: DemotionClassView,
     pub reason: String,
 }
 
 #[derive(Debug, Serialize, ToSchema)]
-pub struct TransitionView {
+pub(crate) struct TransitionView {
     pub task: TaskRoleView,
     pub source: SourceView,
     pub call: u32,
@@ -151,13 +151,13 @@ pub struct TransitionView {
 }
 
 #[derive(Debug, Serialize, ToSchema)]
-pub struct CapabilityView {
+pub(crate) struct CapabilityView {
     pub status: CapabilityStatusView,
     pub reason: Option<String>,
 }
 
 #[derive(Debug, Serialize, ToSchema)]
-pub struct FindingView {
+pub(crate) struct FindingView {
     pub code: RuleCode,
     pub level: LevelView,
     pub status: FindingStatusView,
@@ -167,7 +167,7 @@ pub struct FindingView {
 }
 
 #[derive(Debug, Serialize, ToSchema)]
-pub struct ProbeRunPage {
+pub(crate) struct ProbeRunPage {
     /// Newest first.
     pub items: Vec<ProbeRunSummary>,
     /// Pass as `after` for the next page (older runs); absent on the last page.
@@ -177,7 +177,7 @@ pub struct ProbeRunPage {
 #[derive(Debug, Deserialize, IntoParams)]
 #[into_params(parameter_in = Query)]
 #[serde(deny_unknown_fields)]
-pub struct ProbeQuery {
+pub(crate) struct ProbeQuery {
     /// Page size, 1 to 200 (default 50).
     #[param(minimum = 1, maximum = 200)]
     pub limit: Option<u32>,
@@ -263,7 +263,7 @@ impl From<&CapabilityOutcome> for CapabilityView {
         (status = 404, description = "No such callee", body = ErrorBody),
         (status = 409, description = "A probe of this subject is queued or running (named), its card is untrusted or offers no version, or it offers no interface over the binding asked for", body = ErrorBody),
     ))]
-pub async fn create_probe(
+pub(crate) async fn create_probe(
     State(app): State<ApiState>,
     Extension(caller): Extension<Caller>,
     Path(id): Path<Uuid>,
@@ -300,7 +300,7 @@ pub async fn create_probe(
         (status = 400, description = "Bad parameters", body = ErrorBody),
         (status = 404, description = "No such callee", body = ErrorBody),
     ))]
-pub async fn list_probes(
+pub(crate) async fn list_probes(
     State(app): State<ApiState>,
     Path(id): Path<Uuid>,
     OriginalUri(uri): OriginalUri,
@@ -335,7 +335,7 @@ pub async fn list_probes(
         (status = 400, description = "Malformed id", body = ErrorBody),
         (status = 404, description = "No such probe run", body = ErrorBody),
     ))]
-pub async fn get_probe(
+pub(crate) async fn get_probe(
     State(app): State<ApiState>,
     Path(id): Path<Uuid>,
 ) -> Result<Json<ProbeRunView>, ApiError> {

@@ -24,7 +24,7 @@ use crate::service::reports;
 
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
-pub struct CreateReport {
+pub(crate) struct CreateReport {
     #[schema(example = "1.0", pattern = r"^[0-9]{1,4}\.[0-9]{1,4}$")]
     pub protocol_version: String,
     pub trigger: TriggerView,
@@ -40,7 +40,7 @@ pub struct CreateReport {
 /// `push-registration-failed`.
 #[derive(Debug, Deserialize, Serialize, ToSchema)]
 #[serde(deny_unknown_fields)]
-pub struct EvidenceBody {
+pub(crate) struct EvidenceBody {
     /// A2A task, status-update (v1.0 or v0.3 shape) or bare `TaskStatus` objects, in the order
     /// seen; artifact-update and message objects count as events of their task.
     #[schema(value_type = Option<Vec<Object>>, min_items = 1, max_items = 200)]
@@ -74,7 +74,7 @@ impl From<TriggerView> for Trigger {
 }
 
 #[derive(Debug, Serialize, ToSchema)]
-pub struct ReportView {
+pub(crate) struct ReportView {
     pub id: Uuid,
     pub callee_id: Uuid,
     pub protocol_version: String,
@@ -113,7 +113,7 @@ impl From<Report> for ReportView {
 }
 
 #[derive(Debug, Serialize, ToSchema)]
-pub struct ReportPage {
+pub(crate) struct ReportPage {
     /// Newest first.
     pub items: Vec<ReportView>,
     /// Pass as `after` for the next page (older reports); absent on the last page.
@@ -123,7 +123,7 @@ pub struct ReportPage {
 #[derive(Debug, Deserialize, IntoParams)]
 #[into_params(parameter_in = Query)]
 #[serde(deny_unknown_fields)]
-pub struct ReportQuery {
+pub(crate) struct ReportQuery {
     /// Page size, 1 to 200 (default 50).
     #[param(minimum = 1, maximum = 200)]
     pub limit: Option<u32>,
@@ -146,7 +146,7 @@ pub struct ReportQuery {
         (status = 400, description = "Malformed report, or evidence that does not show the violation", body = ErrorBody),
         (status = 404, description = "No such callee or subject", body = ErrorBody),
     ))]
-pub async fn create_report(
+pub(crate) async fn create_report(
     State(app): State<ApiState>,
     Extension(caller): Extension<Caller>,
     Path(id): Path<Uuid>,
@@ -184,7 +184,7 @@ pub async fn create_report(
         (status = 400, description = "Bad parameters", body = ErrorBody),
         (status = 404, description = "No such callee", body = ErrorBody),
     ))]
-pub async fn list_reports(
+pub(crate) async fn list_reports(
     State(app): State<ApiState>,
     Path(id): Path<Uuid>,
     OriginalUri(uri): OriginalUri,

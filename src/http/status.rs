@@ -19,7 +19,7 @@ use crate::runtime::schedule::Tick;
 use crate::service;
 
 #[derive(Debug, Serialize, ToSchema)]
-pub struct JobView {
+pub(crate) struct JobView {
     pub id: Uuid,
     pub kind: JobKindView,
     pub callee_id: Uuid,
@@ -60,7 +60,7 @@ impl From<Job> for JobView {
 }
 
 #[derive(Debug, Serialize, ToSchema)]
-pub struct JobPage {
+pub(crate) struct JobPage {
     /// Newest first.
     pub items: Vec<JobView>,
     /// Pass as `after` for the next page (older jobs); absent on the last page.
@@ -70,7 +70,7 @@ pub struct JobPage {
 #[derive(Debug, Deserialize, IntoParams)]
 #[into_params(parameter_in = Query)]
 #[serde(deny_unknown_fields)]
-pub struct JobQuery {
+pub(crate) struct JobQuery {
     #[param(inline)]
     pub status: Option<JobStatusView>,
     /// Page size, 1 to 200 (default 50).
@@ -102,7 +102,7 @@ impl From<JobStatusView> for JobStatus {
 }
 
 #[derive(Debug, Serialize, ToSchema)]
-pub struct StatusView {
+pub(crate) struct StatusView {
     /// This process's name in job leases.
     pub instance: String,
     /// `postgres` or `sqlite`.
@@ -114,7 +114,7 @@ pub struct StatusView {
 
 /// What this process answers decisions and key checks from, and how far it has caught up.
 #[derive(Debug, Serialize, ToSchema)]
-pub struct ReadModelView {
+pub(crate) struct ReadModelView {
     pub callees: usize,
     pub subjects: usize,
     /// Live API keys.
@@ -126,13 +126,13 @@ pub struct ReadModelView {
 }
 
 #[derive(Debug, Serialize, ToSchema)]
-pub struct SchedulerView {
+pub(crate) struct SchedulerView {
     pub refresh: SweepView,
     pub reprobe: SweepView,
 }
 
 #[derive(Debug, Serialize, ToSchema)]
-pub struct SweepView {
+pub(crate) struct SweepView {
     /// The cron expression (6 fields, seconds first), or `off`.
     pub schedule: String,
     /// This process's last tick (absent until the first one).
@@ -142,7 +142,7 @@ pub struct SweepView {
 }
 
 #[derive(Debug, Serialize, ToSchema)]
-pub struct QueueView {
+pub(crate) struct QueueView {
     pub queued: i64,
     pub running: i64,
     pub failed: i64,
@@ -168,7 +168,7 @@ fn sweep(schedule: &str, tick: Option<Tick>) -> SweepView {
         (status = 200, description = "Jobs", body = JobPage),
         (status = 400, description = "Bad parameters", body = ErrorBody),
     ))]
-pub async fn list_jobs(
+pub(crate) async fn list_jobs(
     State(app): State<ApiState>,
     OriginalUri(uri): OriginalUri,
     Query(q): Query<JobQuery>,
@@ -191,11 +191,11 @@ pub async fn list_jobs(
     responses(
         (status = 401, description = "No valid API key", body = ErrorBody),
         (status = 403, description = "The key's role is not enough", body = ErrorBody),(status = 200, description = "Status", body = StatusView)))]
-pub async fn get_status(State(app): State<ApiState>) -> Result<Json<StatusView>, ApiError> {
+pub(crate) async fn get_status(State(app): State<ApiState>) -> Result<Json<StatusView>, ApiError> {
     Ok(Json(status(&app).await?))
 }
 
-pub async fn status(app: &ApiState) -> Result<StatusView, ApiError> {
+pub(crate) async fn status(app: &ApiState) -> Result<StatusView, ApiError> {
     let now = app.services.now();
     let stats = service::status::queue(&app.services.store, now).await?;
     Ok(StatusView {

@@ -19,13 +19,13 @@ use crate::service::transparency::{self, ConsistencyProof, InclusionProof, Signe
 
 /// A JWK Set of Ed25519 keys.
 #[derive(Debug, Serialize, ToSchema)]
-pub struct JwksView {
+pub(crate) struct JwksView {
     pub keys: Vec<JwkView>,
 }
 
 /// One Ed25519 public key.
 #[derive(Debug, Serialize, ToSchema)]
-pub struct JwkView {
+pub(crate) struct JwkView {
     /// `OKP`.
     pub kty: String,
     /// `Ed25519`.
@@ -63,7 +63,7 @@ impl From<Jwks> for JwksView {
 /// A signed checkpoint of the ledger's Merkle tree.
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
-pub struct CheckpointView {
+pub(crate) struct CheckpointView {
     /// Events in the tree (the ledger's seqs 1 to `tree_size`).
     pub tree_size: u64,
     /// The RFC 9162 root hash, base64.
@@ -89,7 +89,7 @@ impl From<SignedCheckpoint> for CheckpointView {
 }
 
 #[derive(Debug, Serialize, ToSchema)]
-pub struct CheckpointPage {
+pub(crate) struct CheckpointPage {
     /// Smallest tree first.
     pub items: Vec<CheckpointView>,
     /// Pass as `after` for the next page; absent on the last page.
@@ -99,7 +99,7 @@ pub struct CheckpointPage {
 /// An RFC 9162 inclusion proof: the audit path of one leaf, its sibling first.
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
-pub struct InclusionProofView {
+pub(crate) struct InclusionProofView {
     /// The event's seq minus one.
     pub leaf_index: u64,
     pub tree_size: u64,
@@ -110,7 +110,7 @@ pub struct InclusionProofView {
 /// An RFC 9162 consistency proof: the tree of `first` leaves is a prefix of that of `second`.
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
-pub struct ConsistencyProofView {
+pub(crate) struct ConsistencyProofView {
     pub first: u64,
     pub second: u64,
     /// Base64 hashes.
@@ -142,7 +142,7 @@ impl From<ConsistencyProof> for ConsistencyProofView {
 }
 
 /// Decodes base64 hashes (a proof read back by a verifier).
-pub fn decode_all(hashes: &[String]) -> Result<Vec<Hash>, String> {
+pub(crate) fn decode_all(hashes: &[String]) -> Result<Vec<Hash>, String> {
     hashes
         .iter()
         .map(|h| {
@@ -158,7 +158,7 @@ pub fn decode_all(hashes: &[String]) -> Result<Vec<Hash>, String> {
 #[derive(Debug, Deserialize, IntoParams)]
 #[into_params(parameter_in = Query)]
 #[serde(deny_unknown_fields)]
-pub struct ProofQuery {
+pub(crate) struct ProofQuery {
     /// The event to prove.
     #[param(minimum = 1)]
     pub seq: u64,
@@ -170,7 +170,7 @@ pub struct ProofQuery {
 #[derive(Debug, Deserialize, IntoParams)]
 #[into_params(parameter_in = Query)]
 #[serde(deny_unknown_fields)]
-pub struct ConsistencyQuery {
+pub(crate) struct ConsistencyQuery {
     /// The older tree size.
     #[param(minimum = 0)]
     pub first: u64,
@@ -182,7 +182,7 @@ pub struct ConsistencyQuery {
 #[derive(Debug, Deserialize, IntoParams)]
 #[into_params(parameter_in = Query)]
 #[serde(deny_unknown_fields)]
-pub struct CheckpointsQuery {
+pub(crate) struct CheckpointsQuery {
     /// Only checkpoints of a larger tree (default 0: from the first).
     #[param(minimum = 0)]
     pub after: Option<i64>,
@@ -196,7 +196,7 @@ pub struct CheckpointsQuery {
 #[utoipa::path(get, path = "/.well-known/jwks.json", tag = "ledger",
     security(()),
     responses((status = 200, description = "The JWK Set", body = JwksView)))]
-pub async fn jwks(State(app): State<ApiState>) -> Json<JwksView> {
+pub(crate) async fn jwks(State(app): State<ApiState>) -> Json<JwksView> {
     Json(app.services.transparency.jwks().into())
 }
 
@@ -204,7 +204,9 @@ pub async fn jwks(State(app): State<ApiState>) -> Json<JwksView> {
 #[utoipa::path(get, path = "/v1/ledger/checkpoint", tag = "ledger",
     security(("bearer" = ["reader"])),
     responses((status = 200, description = "The signed checkpoint", body = CheckpointView)))]
-pub async fn get_checkpoint(State(app): State<ApiState>) -> Result<Json<CheckpointView>, ApiError> {
+pub(crate) async fn get_checkpoint(
+    State(app): State<ApiState>,
+) -> Result<Json<CheckpointView>, ApiError> {
     let services = &app.services;
     let signed = services
         .transparency
@@ -218,7 +220,7 @@ pub async fn get_checkpoint(State(app): State<ApiState>) -> Result<Json<Checkpoi
 #[utoipa::path(get, path = "/v1/ledger/checkpoints", tag = "ledger",
     security(("bearer" = ["reader"])), params(CheckpointsQuery),
     responses((status = 200, description = "A page of checkpoints, smallest tree first", body = CheckpointPage)))]
-pub async fn list_checkpoints(
+pub(crate) async fn list_checkpoints(
     State(app): State<ApiState>,
     OriginalUri(uri): OriginalUri,
     Query(q): Query<CheckpointsQuery>,
@@ -242,7 +244,7 @@ pub async fn list_checkpoints(
         (status = 400, description = "`seq` is not in that tree", body = ErrorBody),
         (status = 409, description = "`tree_size` is larger than the ledger", body = ErrorBody),
     ))]
-pub async fn get_inclusion_proof(
+pub(crate) async fn get_inclusion_proof(
     State(app): State<ApiState>,
     Query(q): Query<ProofQuery>,
 ) -> Result<Json<InclusionProofView>, ApiError> {
@@ -263,7 +265,7 @@ pub async fn get_inclusion_proof(
         (status = 400, description = "`first` is larger than `second`", body = ErrorBody),
         (status = 409, description = "`second` is larger than the ledger", body = ErrorBody),
     ))]
-pub async fn get_consistency_proof(
+pub(crate) async fn get_consistency_proof(
     State(app): State<ApiState>,
     Query(q): Query<ConsistencyQuery>,
 ) -> Result<Json<ConsistencyProofView>, ApiError> {

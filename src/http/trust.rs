@@ -21,7 +21,7 @@ use crate::service::trust;
 #[derive(Debug, Deserialize, IntoParams)]
 #[into_params(parameter_in = Query)]
 #[serde(deny_unknown_fields)]
-pub struct TrustQuery {
+pub(crate) struct TrustQuery {
     /// The callee asked about (or give `card_url`).
     #[param(format = Uuid)]
     pub callee_id: Option<String>,
@@ -68,7 +68,7 @@ struct Question {
 }
 
 #[derive(Debug, Serialize, ToSchema)]
-pub struct DecisionView {
+pub(crate) struct DecisionView {
     pub callee_id: Uuid,
     pub caller_version: String,
     pub dedup: DedupView,
@@ -90,13 +90,13 @@ pub struct DecisionView {
 
 #[derive(Debug, Clone, Copy, Serialize, ToSchema)]
 #[serde(rename_all = "kebab-case")]
-pub enum DedupView {
+pub(crate) enum DedupView {
     Timestamp,
     None,
 }
 
 #[derive(Debug, Serialize, ToSchema)]
-pub struct ConditionView {
+pub(crate) struct ConditionView {
     /// `card-trusted`, `version-match`, `same-origin`, `lifecycle-probe`,
     /// `capability:<name>` or `not-demoted`.
     pub id: String,
@@ -106,7 +106,7 @@ pub struct ConditionView {
 
 #[derive(Debug, Clone, Copy, Serialize, ToSchema)]
 #[serde(rename_all = "kebab-case")]
-pub enum ConditionStatusView {
+pub(crate) enum ConditionStatusView {
     Pass,
     Fail,
     /// Not established either way. Never counts as a pass.
@@ -115,7 +115,7 @@ pub enum ConditionStatusView {
 
 /// What the answer was computed from.
 #[derive(Debug, Serialize, ToSchema)]
-pub struct EvidenceView {
+pub(crate) struct EvidenceView {
     pub card_snapshot_id: Option<Uuid>,
     pub probe_run_id: Option<Uuid>,
     /// The subject's newest ledger event at the time of the answer.
@@ -259,7 +259,7 @@ fn view(callee_id: CalleeId, posture: &Posture, d: Decision) -> DecisionView {
             second (or the request timed out); retry after the Retry-After header's seconds",
             body = ErrorBody),
     ))]
-pub async fn get_trust(
+pub(crate) async fn get_trust(
     State(app): State<ApiState>,
     headers: HeaderMap,
     Query(q): Query<TrustQuery>,

@@ -9,7 +9,7 @@ use crate::domain::gate::EffectiveGate;
 /// A subject's gate as callers see it.
 #[derive(Debug, Clone, Copy, Serialize, ToSchema)]
 #[serde(rename_all = "kebab-case")]
-pub enum GateStateView {
+pub(crate) enum GateStateView {
     /// The current card failed to fetch, parse or verify: not even for routing.
     Untrusted,
     /// Card verified: route and select skills only.

@@ -18,7 +18,7 @@ use crate::service::{Services, webhooks};
 use crate::storage::Claimed;
 
 /// Runs until `stop` is cancelled. `owner` names this process in delivery leases.
-pub async fn run(services: Services, owner: String, stop: CancellationToken) {
+pub(crate) async fn run(services: Services, owner: String, stop: CancellationToken) {
     let sender = Arc::new(Sender::new(owner, &services.webhooks));
     let rounds = services.webhooks.rounds.max(1);
     // The lease outlives one attempt, as a claimed one's does.

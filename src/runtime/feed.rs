@@ -13,7 +13,7 @@ use crate::storage::ChangeSignal;
 const RETRY: Duration = Duration::from_secs(1);
 
 /// Runs until `stop` is cancelled.
-pub async fn follow(services: Services, stop: CancellationToken) {
+pub(crate) async fn follow(services: Services, stop: CancellationToken) {
     let mut signal: Option<ChangeSignal> = None;
     loop {
         let Some(watching) = signal.as_mut() else {

@@ -19,7 +19,7 @@ use crate::domain::ledger::EventRecord;
 use crate::domain::version::ProtocolVersion;
 
 /// The subject's verdict now, signed, resting on the ledger event of its last gate change.
-pub async fn attest(
+pub(crate) async fn attest(
     services: &Services,
     callee: CalleeId,
     version: ProtocolVersion,
@@ -35,7 +35,7 @@ pub async fn attest(
 /// that need none go out while attestations are made (signing one reads the store a dozen
 /// times), and a promotion's or demotion's first attempt waits in the claim until its
 /// attestation is there.
-pub async fn record(services: &Services, appended: &[(EventRecord, Subject)]) {
+pub(crate) async fn record(services: &Services, appended: &[(EventRecord, Subject)]) {
     services.wake_deliveries();
     for (event, _) in appended
         .iter()
@@ -65,7 +65,7 @@ async fn record_one(services: &Services, event: &EventRecord) -> Result<(), Serv
 }
 
 /// Kept attestations after ledger seq `after`, of one callee or of all.
-pub async fn page(
+pub(crate) async fn page(
     services: &Services,
     callee: Option<CalleeId>,
     after: i64,

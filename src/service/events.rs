@@ -16,7 +16,7 @@ const PAGE: u32 = 200;
 
 /// Which events a stream carries.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct EventFilter {
+pub(crate) struct EventFilter {
     pub callee: Option<CalleeId>,
     /// Ledger kinds; `None` for all.
     pub kinds: Option<BTreeSet<String>>,
@@ -40,7 +40,7 @@ struct Cursor {
 
 /// Every event after seq `after` that `filter` admits, in ledger order, each once; the stream
 /// never ends on its own. A store failure is yielded once, and ends it.
-pub fn follow(
+pub(crate) fn follow(
     services: Services,
     filter: EventFilter,
     after: i64,
@@ -91,7 +91,10 @@ pub fn follow(
 
 /// The attestation kept for `event`, a promotion or demotion, as its envelope's JSON; `None`
 /// for other kinds, or while none is kept (a lookup failure is logged: the event still goes).
-pub async fn attestation_of(services: &Services, event: &EventRecord) -> Option<serde_json::Value> {
+pub(crate) async fn attestation_of(
+    services: &Services,
+    event: &EventRecord,
+) -> Option<serde_json::Value> {
     if !matches!(event.kind.as_str(), "promoted" | "demoted") {
         return None;
     }

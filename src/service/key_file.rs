@@ -9,7 +9,7 @@ use anyhow::Context;
 
 /// The key in the file at `path`, parsed; when there is no file, a new key (`generate` gives
 /// its text) written there first. `what` names the key in errors and the log.
-pub fn read_or_create<T>(
+pub(crate) fn read_or_create<T>(
     path: &Path,
     what: &str,
     parse: impl Fn(&str) -> anyhow::Result<T>,
@@ -50,7 +50,7 @@ pub fn read_or_create<T>(
 }
 
 /// Replaces the file's text atomically: written beside it (0600), then renamed over it.
-pub fn replace(path: &Path, text: &str) -> anyhow::Result<()> {
+pub(crate) fn replace(path: &Path, text: &str) -> anyhow::Result<()> {
     let tmp = path.with_extension("new");
     let mut options = std::fs::OpenOptions::new();
     options.write(true).create(true).truncate(true);

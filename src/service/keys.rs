@@ -10,7 +10,7 @@ use crate::storage::Store;
 /// Creates a key; its secret is returned here and nowhere else, ever. `view`: the read model
 /// of this process, if it serves one (the CLI does not), brought up to date before returning,
 /// so that the key works on the next request.
-pub async fn create(
+pub(crate) async fn create(
     store: &Store,
     view: Option<&ReadModel>,
     name: &str,
@@ -30,7 +30,7 @@ pub async fn create(
 
 /// Revokes a key. With `view`, the key fails on this process's next request; other processes
 /// learn it from the change feed.
-pub async fn revoke(
+pub(crate) async fn revoke(
     store: &Store,
     view: Option<&ReadModel>,
     id: ApiKeyId,
@@ -49,7 +49,7 @@ pub async fn revoke(
 }
 
 /// Every key, newest first (never their secrets: only hashes are stored).
-pub async fn list(
+pub(crate) async fn list(
     store: &Store,
     after: Option<ApiKeyId>,
     limit: u32,

@@ -11,11 +11,11 @@ use crate::domain::time::Timestamp;
 use crate::domain::version::ProtocolVersion;
 use crate::storage::Store;
 
-pub const MAX_EVIDENCE_BYTES: usize = 32 * 1024;
+pub(crate) const MAX_EVIDENCE_BYTES: usize = 32 * 1024;
 
 /// Checks and records a report. Returns it with the seq of the last ledger event it appended
 /// (none when it moved no gate): what a caller passes as `min_seq` to read its effect back.
-pub async fn submit(
+pub(crate) async fn submit(
     services: &Services,
     callee_id: CalleeId,
     version: ProtocolVersion,
@@ -71,7 +71,7 @@ fn no_subject(callee: CalleeId, version: ProtocolVersion) -> Missing {
 }
 
 /// A callee's reports, newest first.
-pub async fn page(
+pub(crate) async fn page(
     store: &Store,
     callee_id: CalleeId,
     before: Option<ReportId>,

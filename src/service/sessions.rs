@@ -14,7 +14,7 @@ use crate::domain::time::Timestamp;
 use crate::storage::Store;
 
 /// A session id as handed to the browser: 32 random bytes, base64url.
-pub struct SessionId(pub String);
+pub(crate) struct SessionId(pub String);
 
 impl std::fmt::Debug for SessionId {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -33,7 +33,7 @@ fn stored_hash(session_id: &str) -> Option<String> {
 
 /// Starts a session for the key whose hash is `key_hash` (already checked by the caller),
 /// lasting `ttl` from `now`.
-pub async fn open(
+pub(crate) async fn open(
     store: &Store,
     key_hash: &str,
     now: Timestamp,
@@ -51,7 +51,7 @@ pub async fn open(
 }
 
 /// The key hash behind a live session, or `None` for an unknown, expired or malformed id.
-pub async fn key_of(
+pub(crate) async fn key_of(
     store: &Store,
     session_id: &str,
     now: Timestamp,
@@ -63,7 +63,7 @@ pub async fn key_of(
 }
 
 /// Ends a session.
-pub async fn close(store: &Store, session_id: &str) -> Result<(), ServiceError> {
+pub(crate) async fn close(store: &Store, session_id: &str) -> Result<(), ServiceError> {
     match stored_hash(session_id) {
         Some(hash) => Ok(store.delete_session(&hash).await?),
         None => Ok(()),

@@ -8,17 +8,17 @@ use crate::metrics::Snapshot;
 use crate::storage::Store;
 
 /// Whether the database answers.
-pub async fn ping(store: &Store) -> Result<(), ServiceError> {
+pub(crate) async fn ping(store: &Store) -> Result<(), ServiceError> {
     Ok(store.ping().await?)
 }
 
 /// Which backend the store runs on: `sqlite` or `postgres`.
-pub fn backend(store: &Store) -> &'static str {
+pub(crate) fn backend(store: &Store) -> &'static str {
     store.backend().as_str()
 }
 
 /// Jobs, newest first, optionally of one status.
-pub async fn jobs(
+pub(crate) async fn jobs(
     store: &Store,
     status: Option<JobStatus>,
     after: Option<JobId>,
@@ -28,13 +28,13 @@ pub async fn jobs(
 }
 
 /// The queue's counts and its oldest due job at `now`.
-pub async fn queue(store: &Store, now: Timestamp) -> Result<QueueStats, ServiceError> {
+pub(crate) async fn queue(store: &Store, now: Timestamp) -> Result<QueueStats, ServiceError> {
     Ok(store.queue_stats(now).await?)
 }
 
 /// The registry's state for a metrics scrape: three grouped counts, the queue, the ledger
 /// head and the failing webhook receivers.
-pub async fn metrics_snapshot(services: &super::Services) -> Result<Snapshot, ServiceError> {
+pub(crate) async fn metrics_snapshot(services: &super::Services) -> Result<Snapshot, ServiceError> {
     let (store, view, now) = (&services.store, &services.view, services.now());
     let counts = store.counts().await?;
     let queue = store.queue_stats(now).await?;

@@ -212,7 +212,7 @@ fn outbound(allow_loopback: bool) -> Outbound {
     .unwrap()
 }
 
-pub fn client(url: &str, limits: CallLimits, allow_loopback: bool) -> A2aClient {
+pub(crate) fn client(url: &str, limits: CallLimits, allow_loopback: bool) -> A2aClient {
     A2aClient::new(
         outbound(allow_loopback),
         Url::parse(url).unwrap(),
@@ -223,7 +223,7 @@ pub fn client(url: &str, limits: CallLimits, allow_loopback: bool) -> A2aClient 
 }
 
 /// A gRPC length-prefixed message: the compressed flag, the length (big-endian), the bytes.
-pub fn frame(compressed: bool, payload: &[u8]) -> Vec<u8> {
+pub(crate) fn frame(compressed: bool, payload: &[u8]) -> Vec<u8> {
     let mut frame = vec![u8::from(compressed)];
     frame.extend_from_slice(&u32::try_from(payload.len()).unwrap().to_be_bytes());
     frame.extend_from_slice(payload);
@@ -259,7 +259,7 @@ async fn a_grpc_error_is_recorded_with_its_a2a_reason() {
 }
 
 /// The ErrorInfo detail an A2A error carries, as proto3 JSON.
-pub fn error_info(reason: &str) -> serde_json::Value {
+pub(crate) fn error_info(reason: &str) -> serde_json::Value {
     json!({
         "@type": "type.googleapis.com/google.rpc.ErrorInfo",
         "reason": reason,

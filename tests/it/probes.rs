@@ -19,7 +19,7 @@ on_both_backends!(
 );
 
 /// Registers the agent and returns the callee id.
-pub async fn register(server: &TestServer, agent_origin: &str, probe: Value) -> String {
+pub(crate) async fn register(server: &TestServer, agent_origin: &str, probe: Value) -> String {
     let (status, body) = server
         .post(
             "/v1/callees",
@@ -31,7 +31,7 @@ pub async fn register(server: &TestServer, agent_origin: &str, probe: Value) -> 
 }
 
 /// Requests a probe and waits until it is finished or aborted; returns the full run.
-pub async fn probe(server: &TestServer, callee: &str, version: &str) -> Value {
+pub(crate) async fn probe(server: &TestServer, callee: &str, version: &str) -> Value {
     let (status, run) = server
         .post(
             &format!("/v1/callees/{callee}/probes"),
@@ -42,7 +42,7 @@ pub async fn probe(server: &TestServer, callee: &str, version: &str) -> Value {
     wait(server, run["id"].as_str().unwrap()).await
 }
 
-pub async fn wait(server: &TestServer, run: &str) -> Value {
+pub(crate) async fn wait(server: &TestServer, run: &str) -> Value {
     for _ in 0..600 {
         let (_, body) = server.get(&format!("/v1/probes/{run}")).await;
         if matches!(body["status"].as_str(), Some("finished" | "aborted")) {
@@ -53,7 +53,7 @@ pub async fn wait(server: &TestServer, run: &str) -> Value {
     panic!("probe {run} did not finish");
 }
 
-pub fn finding<'a>(run: &'a Value, code: &str) -> &'a Value {
+pub(crate) fn finding<'a>(run: &'a Value, code: &str) -> &'a Value {
     run["findings"]
         .as_array()
         .unwrap()
@@ -62,7 +62,7 @@ pub fn finding<'a>(run: &'a Value, code: &str) -> &'a Value {
         .unwrap_or_else(|| panic!("no {code} in {run:#}"))
 }
 
-pub fn events(run: &Value) -> Vec<String> {
+pub(crate) fn events(run: &Value) -> Vec<String> {
     run["ledger_events"]
         .as_array()
         .unwrap()
@@ -71,7 +71,7 @@ pub fn events(run: &Value) -> Vec<String> {
         .collect()
 }
 
-pub async fn gate(server: &TestServer, callee: &str, version: &str) -> String {
+pub(crate) async fn gate(server: &TestServer, callee: &str, version: &str) -> String {
     let (_, body) = server.get(&format!("/v1/callees/{callee}")).await;
     body["subjects"]
         .as_array()
@@ -82,7 +82,7 @@ pub async fn gate(server: &TestServer, callee: &str, version: &str) -> String {
         .unwrap()
 }
 
-pub async fn decision(server: &TestServer, callee: &str, query: &str) -> Value {
+pub(crate) async fn decision(server: &TestServer, callee: &str, query: &str) -> Value {
     let (status, body) = server
         .get(&format!("/v1/trust?callee_id={callee}&{query}"))
         .await;
@@ -90,7 +90,7 @@ pub async fn decision(server: &TestServer, callee: &str, query: &str) -> Value {
     body
 }
 
-pub fn condition<'a>(decision: &'a Value, id: &str) -> &'a Value {
+pub(crate) fn condition<'a>(decision: &'a Value, id: &str) -> &'a Value {
     decision["conditions"]
         .as_array()
         .unwrap()
@@ -249,7 +249,7 @@ async fn a_terminal_without_timestamp_demotes_and_only_a_fresh_pass_repromotes(d
 /// on SQLite only: they exercise the engine's checks and the gate moves in the domain, and the
 /// storage they go through (finish_probe_run, the ledger fold) is the same code that the
 /// scenarios above run on both backends.
-pub async fn demotes_and_recovers(
+pub(crate) async fn demotes_and_recovers(
     config: FakeAgentConfig,
     version: &str,
     script: Value,

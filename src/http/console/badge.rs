@@ -25,7 +25,7 @@ fn colour(gate: EffectiveGate) -> &'static str {
 }
 
 /// The badge of `version` in `gate`: a complete SVG document.
-pub fn render(version: &str, gate: EffectiveGate) -> String {
+pub(super) fn render(version: &str, gate: EffectiveGate) -> String {
     let label = format!("cardgate {version}");
     let state = gate.as_str();
     let (left, right) = (width(&label), width(state));

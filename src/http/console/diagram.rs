@@ -16,10 +16,10 @@ use crate::domain::probe::{Channel, Finding, FindingStatus, TaskRole, Transition
 use crate::domain::time::Timestamp;
 
 /// What is wrong with one transition, in words.
-pub type Marks = Vec<String>;
+pub(super) type Marks = Vec<String>;
 
 /// The marks of each transition (same order as `transitions`).
-pub fn marks(transitions: &[Transition], findings: &[Finding]) -> Vec<Marks> {
+pub(super) fn marks(transitions: &[Transition], findings: &[Finding]) -> Vec<Marks> {
     let mut failed: BTreeMap<DemotionClass, Vec<&str>> = BTreeMap::new();
     for f in findings {
         if let (FindingStatus::Fail, Some(class)) = (&f.status, f.trigger) {
@@ -105,7 +105,7 @@ fn offset(at: Timestamp, start: Timestamp) -> String {
 
 /// The diagram as inline SVG (styled by the console's stylesheet, so it follows light and
 /// dark), with a title and description for screen readers.
-pub fn render(transitions: &[Transition], findings: &[Finding]) -> Markup {
+pub(super) fn render(transitions: &[Transition], findings: &[Finding]) -> Markup {
     let marks = marks(transitions, findings);
     let lanes: BTreeSet<Channel> = transitions.iter().map(Transition::channel).collect();
     let lanes: Vec<Channel> = lanes.into_iter().collect();

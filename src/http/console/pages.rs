@@ -18,13 +18,13 @@ use crate::domain::time::{self, Timestamp};
 use crate::service::callees::CalleeDetail;
 
 /// Who is looking, for the header.
-pub struct Viewer<'a> {
+pub(super) struct Viewer<'a> {
     pub name: String,
     pub role: &'a str,
 }
 
 /// The frame around every page.
-pub fn layout(title: &str, viewer: Option<&Viewer<'_>>, body: Markup) -> Markup {
+pub(super) fn layout(title: &str, viewer: Option<&Viewer<'_>>, body: Markup) -> Markup {
     html! {
         (DOCTYPE)
         html lang="en" {
@@ -57,7 +57,7 @@ pub fn layout(title: &str, viewer: Option<&Viewer<'_>>, body: Markup) -> Markup 
 
 /// What a callee is called on the page: the operator's label, else the name its card gives,
 /// else its card URL.
-pub fn display_name(d: &CalleeDetail) -> String {
+pub(super) fn display_name(d: &CalleeDetail) -> String {
     d.callee
         .name
         .clone()
@@ -80,7 +80,7 @@ fn gate_badge(gate: Option<EffectiveGate>) -> Markup {
 }
 
 /// How long ago, in the largest unit that is at least one.
-pub fn ago(at: Timestamp, now: Timestamp) -> String {
+pub(super) fn ago(at: Timestamp, now: Timestamp) -> String {
     let d = now - at;
     if d < Duration::seconds(0) {
         return "just now".into();
@@ -145,7 +145,7 @@ fn card_trust(snapshot: Option<&CardSnapshot>) -> Markup {
     }
 }
 
-pub fn sign_in(next: &str, problem: Option<&str>) -> Markup {
+pub(super) fn sign_in(next: &str, problem: Option<&str>) -> Markup {
     layout(
         "Sign in",
         None,
@@ -172,7 +172,7 @@ pub fn sign_in(next: &str, problem: Option<&str>) -> Markup {
 }
 
 /// One page of callees: the filter form, the table, and a link to the next page.
-pub fn callees(
+pub(super) fn callees(
     viewer: &Viewer<'_>,
     page: &[CalleeDetail],
     filter: &CalleeFilter,
@@ -264,7 +264,7 @@ fn callee_row(d: &CalleeDetail, now: Timestamp) -> Markup {
 }
 
 /// One callee: its facts, subjects, card snapshots and probe runs.
-pub fn callee(
+pub(super) fn callee(
     viewer: &Viewer<'_>,
     d: &CalleeDetail,
     snapshots: &[CardSnapshot],
@@ -360,7 +360,7 @@ fn run_table(runs: &[ProbeRun], now: Timestamp) -> Markup {
 }
 
 /// A decision shown for one posture a caller may take.
-pub struct PostureDecision {
+pub(super) struct PostureDecision {
     pub label: &'static str,
     pub posture: Posture,
     pub decision: Decision,
@@ -375,13 +375,13 @@ fn condition_class(s: ConditionStatus) -> &'static str {
 }
 
 /// What the badge is and how to embed it.
-pub struct BadgeLink {
+pub(super) struct BadgeLink {
     pub path: String,
     pub absolute: String,
 }
 
 /// What a subject's page shows.
-pub struct SubjectView<'a> {
+pub(super) struct SubjectView<'a> {
     pub detail: &'a CalleeDetail,
     pub subject: &'a Subject,
     pub decisions: Vec<PostureDecision>,
@@ -393,7 +393,7 @@ pub struct SubjectView<'a> {
 }
 
 /// One subject: the decisions callers get now, its badge, and its timeline from the ledger.
-pub fn subject(viewer: &Viewer<'_>, view: &SubjectView<'_>, now: Timestamp) -> Markup {
+pub(super) fn subject(viewer: &Viewer<'_>, view: &SubjectView<'_>, now: Timestamp) -> Markup {
     let SubjectView {
         detail: d,
         subject: s,
@@ -519,7 +519,7 @@ fn event_item(callee: uuid::Uuid, e: &EventRecord, now: Timestamp) -> Markup {
 }
 
 /// One probe run: the diagram, the verdict and findings, then the exchanges, collapsed.
-pub fn probe_run(
+pub(super) fn probe_run(
     viewer: &Viewer<'_>,
     run: &ProbeRun,
     callee_name: &str,
@@ -695,7 +695,7 @@ fn card_text(s: &CardSnapshot) -> String {
 }
 
 /// One card snapshot: its trust, the card, and what changed since the one before.
-pub fn card(
+pub(super) fn card(
     viewer: &Viewer<'_>,
     callee_name: &str,
     s: &CardSnapshot,
@@ -767,7 +767,7 @@ fn diff(old: &str, new: &str) -> Markup {
 }
 
 /// A page that says what went wrong, with the status the response carries.
-pub fn error(status: u16, message: &str, viewer: Option<&Viewer<'_>>) -> Markup {
+pub(super) fn error(status: u16, message: &str, viewer: Option<&Viewer<'_>>) -> Markup {
     layout(
         "Error",
         viewer,

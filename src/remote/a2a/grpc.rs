@@ -19,7 +19,7 @@ pub(super) struct GrpcBinding {
 
 impl GrpcBinding {
     /// A unary call, recorded like any exchange.
-    pub async fn call(
+    pub(super) async fn call(
         &self,
         ctx: &mut Ctx<'_>,
         step: &str,
@@ -50,7 +50,7 @@ impl GrpcBinding {
 
     /// A server stream: the stream once its response headers arrived, or the status that
     /// refused it, within the call timeout.
-    pub async fn open_stream(
+    pub(super) async fn open_stream(
         &self,
         ctx: &mut Ctx<'_>,
         step: &str,

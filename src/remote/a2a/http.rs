@@ -30,7 +30,7 @@ pub(super) struct HttpTransport {
 
 impl HttpTransport {
     /// A unary call, recorded like any exchange.
-    pub async fn call(
+    pub(super) async fn call(
         &self,
         ctx: &mut Ctx<'_>,
         step: &str,
@@ -79,7 +79,7 @@ impl HttpTransport {
 
     /// Opens a streaming call: the event stream once its headers arrived, or the plain answer
     /// in its place.
-    pub async fn open_stream(
+    pub(super) async fn open_stream(
         &self,
         ctx: &mut Ctx<'_>,
         step: &str,
@@ -133,7 +133,7 @@ impl HttpTransport {
     }
 
     /// The A2A result one SSE frame's data carries.
-    pub fn frame_result(&self, frame: &Frame) -> Answer {
+    pub(super) fn frame_result(&self, frame: &Frame) -> Answer {
         match serde_json::from_str::<Value>(&frame.data) {
             Err(e) => Answer::Broken(format!("frame is not JSON: {e}")),
             Ok(value) => match self.framing {
@@ -144,7 +144,7 @@ impl HttpTransport {
     }
 
     /// Whether an error answer is this binding's form of `TaskNotCancelableError`.
-    pub fn not_cancelable(&self, code: i64, message: &str) -> bool {
+    pub(super) fn not_cancelable(&self, code: i64, message: &str) -> bool {
         match self.framing {
             Framing::JsonRpc(_) => jsonrpc::not_cancelable(code),
             Framing::Rest => rest::not_cancelable(code, message),

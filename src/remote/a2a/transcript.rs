@@ -59,7 +59,7 @@ pub(super) struct Ended {
 
 impl Ended {
     /// A call that produced no answer, for `error`.
-    pub fn failed(error: impl Into<String>) -> Self {
+    pub(super) fn failed(error: impl Into<String>) -> Self {
         Self {
             error: Some(error.into()),
             ..Self::default()
@@ -78,7 +78,7 @@ pub(super) struct Transcript {
 }
 
 impl Transcript {
-    pub fn new(max_exchanges: usize, max_bytes: usize) -> Self {
+    pub(super) fn new(max_exchanges: usize, max_bytes: usize) -> Self {
         Self {
             exchanges: Vec::new(),
             next_call: 0,
@@ -90,31 +90,37 @@ impl Transcript {
     }
 
     /// The number the next call will be given.
-    pub fn next_call(&self) -> u32 {
+    pub(super) fn next_call(&self) -> u32 {
         self.next_call
     }
 
-    pub fn exchanges(&self) -> &[Exchange] {
+    pub(super) fn exchanges(&self) -> &[Exchange] {
         &self.exchanges
     }
 
-    pub fn into_exchanges(self) -> Vec<Exchange> {
+    pub(super) fn into_exchanges(self) -> Vec<Exchange> {
         self.exchanges
     }
 
-    pub fn omitted(&self) -> Option<Omitted> {
+    pub(super) fn omitted(&self) -> Option<Omitted> {
         (self.omitted != Omitted::default()).then_some(self.omitted)
     }
 
     /// Numbers a call that never went out (its request could not be built): it keeps its
     /// number so later calls line up with what was attempted.
-    pub fn skip(&mut self) -> u32 {
+    pub(super) fn skip(&mut self) -> u32 {
         self.next_call += 1;
         self.next_call - 1
     }
 
     /// Numbers a new call and records its exchange (within the transcript's budgets).
-    pub fn open(&mut self, step: &str, method: String, url: String, body: Option<&Value>) -> u32 {
+    pub(super) fn open(
+        &mut self,
+        step: &str,
+        method: String,
+        url: String,
+        body: Option<&Value>,
+    ) -> u32 {
         let call = self.next_call;
         self.next_call += 1;
         if self.exchanges.len() < self.max_exchanges {
@@ -141,7 +147,7 @@ impl Transcript {
     }
 
     /// Records how call `call`, started at `started`, ended.
-    pub fn finish(&mut self, call: u32, started: Instant, ended: Ended) {
+    pub(super) fn finish(&mut self, call: u32, started: Instant, ended: Ended) {
         if !self.exchanges.iter().any(|e| e.call == call) {
             return; // an exchange past the count budget
         }
@@ -155,14 +161,14 @@ impl Transcript {
         }
     }
 
-    pub fn set_grpc_status(&mut self, call: u32, status: CallStatus) {
+    pub(super) fn set_grpc_status(&mut self, call: u32, status: CallStatus) {
         if let Some(ex) = self.exchange(call) {
             ex.grpc = Some(status);
         }
     }
 
     /// Records a frame of an open stream in its exchange.
-    pub fn record_frame(&mut self, call: u32, frame: &Frame) {
+    pub(super) fn record_frame(&mut self, call: u32, frame: &Frame) {
         let size = frame.data.len();
         let fits = self.kept_bytes + size <= self.max_bytes;
         if !self.exchanges.iter().any(|e| e.call == call) {
@@ -184,7 +190,7 @@ impl Transcript {
     }
 
     /// Records how an open stream ended.
-    pub fn record_stream_end(&mut self, call: u32, end: &str, started: Instant) {
+    pub(super) fn record_stream_end(&mut self, call: u32, end: &str, started: Instant) {
         if let Some(ex) = self.exchange(call) {
             ex.elapsed_ms = started.elapsed().as_millis() as u64;
             ex.error = Some(format!("stream ended: {end}"));
@@ -192,7 +198,7 @@ impl Transcript {
     }
 
     /// Replaces `secret` wherever it appears in an exchange's recorded bodies.
-    pub fn redact(&mut self, call: u32, secret: &str) {
+    pub(super) fn redact(&mut self, call: u32, secret: &str) {
         let scrub = |v: &mut Value| {
             let text = v.to_string();
             if text.contains(secret)

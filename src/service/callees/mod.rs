@@ -5,8 +5,8 @@
 mod refresh;
 mod register;
 
-pub use refresh::{refresh, set_trusted_keys};
-pub use register::register;
+pub(crate) use refresh::{refresh, set_trusted_keys};
+pub(crate) use register::register;
 
 use std::collections::BTreeMap;
 
@@ -16,7 +16,7 @@ use super::{Missing, ServiceError, Services, no_callee, require_callee};
 use crate::domain::callee::CalleeFilter;
 use crate::domain::callee::{Backoff, Callee, CardUrl, FetchStatus};
 use crate::domain::card::CardSnapshot;
-pub use crate::domain::card::refresh::Revalidate;
+pub(crate) use crate::domain::card::refresh::Revalidate;
 use crate::domain::credential::Credential;
 use crate::domain::gate::Subject;
 use crate::domain::ids::{CalleeId, SnapshotId};
@@ -29,7 +29,7 @@ use crate::storage::Store;
 
 /// A callee with its subjects and newest card snapshot.
 #[derive(Debug, Clone)]
-pub struct CalleeDetail {
+pub(crate) struct CalleeDetail {
     pub callee: Callee,
     pub subjects: Vec<Subject>,
     pub latest_card: Option<CardSnapshot>,
@@ -39,7 +39,7 @@ pub struct CalleeDetail {
 
 /// What an operator supplies to register a callee.
 #[derive(Debug, Clone, Default)]
-pub struct Registration {
+pub(crate) struct Registration {
     pub card_url: String,
     pub name: Option<String>,
     /// A JWKS to pin: only these keys will verify the callee's card.
@@ -50,7 +50,7 @@ pub struct Registration {
     pub credentials: BTreeMap<String, Credential>,
 }
 
-pub const MAX_NAME_LEN: usize = 200;
+pub(crate) const MAX_NAME_LEN: usize = 200;
 
 /// How registration and refreshes treat cards over time.
 #[derive(Debug, Clone)]
@@ -72,7 +72,7 @@ impl Default for CardPolicy {
 
 /// What a refresh did.
 #[derive(Debug, Clone)]
-pub struct RefreshOutcome {
+pub(crate) struct RefreshOutcome {
     pub status: FetchStatus,
     pub snapshot_id: Option<SnapshotId>,
     pub error: Option<String>,
@@ -81,7 +81,7 @@ pub struct RefreshOutcome {
 
 /// A callee with its subjects. What the detail shows (a gate moved by background work) is in
 /// this process's decisions by the time it is answered: the read model catches up first.
-pub async fn get(services: &Services, id: CalleeId) -> Result<CalleeDetail, ServiceError> {
+pub(crate) async fn get(services: &Services, id: CalleeId) -> Result<CalleeDetail, ServiceError> {
     let store = &services.store;
     let callee = store.callee(id).await.map_err(no_callee(id))?;
     let detail = detail(store, callee).await?;
@@ -107,7 +107,7 @@ async fn detail(store: &Store, callee: Callee) -> Result<CalleeDetail, ServiceEr
 }
 
 /// A page of callees with their subjects.
-pub async fn list(
+pub(crate) async fn list(
     store: &Store,
     after: Option<CalleeId>,
     limit: u32,
@@ -124,7 +124,7 @@ async fn details(store: &Store, callees: Vec<Callee>) -> Result<Vec<CalleeDetail
 }
 
 /// A page of the callees that match `filter`, with their subjects.
-pub async fn search(
+pub(crate) async fn search(
     store: &Store,
     filter: &CalleeFilter,
     after: Option<CalleeId>,
@@ -135,7 +135,7 @@ pub async fn search(
 
 /// The snapshot of the same card (public or extended) fetched just before `snapshot`, with
 /// its raw card: what a snapshot is compared with.
-pub async fn previous_snapshot(
+pub(crate) async fn previous_snapshot(
     store: &Store,
     snapshot: &CardSnapshot,
 ) -> Result<Option<CardSnapshot>, ServiceError> {
@@ -151,7 +151,7 @@ pub async fn previous_snapshot(
 
 /// The callee registered with `card_url` (normalized as at registration), if any. A string
 /// that could not be registered (not an http(s) URL) matches no callee.
-pub async fn find_by_card_url(
+pub(crate) async fn find_by_card_url(
     store: &Store,
     card_url: &str,
 ) -> Result<Option<CalleeId>, ServiceError> {
@@ -162,7 +162,7 @@ pub async fn find_by_card_url(
 }
 
 /// A callee's card snapshots, newest first, without their raw bytes.
-pub async fn snapshots(
+pub(crate) async fn snapshots(
     store: &Store,
     callee_id: CalleeId,
     before: Option<SnapshotId>,
@@ -173,7 +173,7 @@ pub async fn snapshots(
 }
 
 /// One snapshot with its raw card.
-pub async fn snapshot(
+pub(crate) async fn snapshot(
     store: &Store,
     callee_id: CalleeId,
     id: SnapshotId,

@@ -25,7 +25,7 @@ use crate::storage::{RefreshRecord, Store, StoreError};
 ///
 /// `job`: the queue job (and its holder) this refresh carries out; it is completed in the same
 /// transaction that records the outcome.
-pub async fn refresh(
+pub(crate) async fn refresh(
     services: &Services,
     callee_id: CalleeId,
     revalidate: Revalidate,
@@ -187,7 +187,7 @@ async fn subjects_of(
 }
 
 /// Replaces the callee's pinned keys (`None` clears them) and judges the card afresh with them.
-pub async fn set_trusted_keys(
+pub(crate) async fn set_trusted_keys(
     services: &Services,
     callee_id: CalleeId,
     jwks: Option<Value>,

@@ -20,7 +20,7 @@ use crate::storage::StoreError;
 
 /// Registers a callee: fetches, parses and verifies its card now. On any failure nothing is
 /// stored and the error says precisely why. Its subjects' probes are queued.
-pub async fn register(
+pub(crate) async fn register(
     services: &Services,
     registration: Registration,
     actor: &str,

@@ -17,7 +17,7 @@ use super::repo_path;
 
 /// Which SDK the agent is built on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Sdk {
+pub(crate) enum Sdk {
     Python,
     Js,
 }
@@ -55,7 +55,7 @@ impl Sdk {
 }
 
 /// A running SDK agent; killed when dropped.
-pub struct SdkAgent {
+pub(crate) struct SdkAgent {
     /// Where the agent listens.
     pub origin: String,
     _child: Child,
@@ -64,12 +64,16 @@ pub struct SdkAgent {
 impl SdkAgent {
     /// Starts the agent; `public_url` is the origin its card names (a proxy in front of it).
     /// `None` when the SDK's runtime is missing and the test may be skipped.
-    pub async fn start(sdk: Sdk, public_url: Option<&str>) -> Option<Self> {
+    pub(crate) async fn start(sdk: Sdk, public_url: Option<&str>) -> Option<Self> {
         Self::start_with(sdk, public_url, &[]).await
     }
 
     /// Starts the agent with extra arguments (e.g. the Python agent's `--grpc-only`).
-    pub async fn start_with(sdk: Sdk, public_url: Option<&str>, extra: &[&str]) -> Option<Self> {
+    pub(crate) async fn start_with(
+        sdk: Sdk,
+        public_url: Option<&str>,
+        extra: &[&str],
+    ) -> Option<Self> {
         let (program, script) = match sdk.command() {
             Ok(found) => found,
             Err(why) => {
@@ -123,7 +127,7 @@ impl SdkAgent {
 
     /// Starts the agent built on `library`; `None` when its virtualenv is missing and the
     /// test may be skipped.
-    pub async fn start_library(library: Library) -> Option<Self> {
+    pub(crate) async fn start_library(library: Library) -> Option<Self> {
         let python = match library.python() {
             Ok(python) => python,
             Err(why) => {
@@ -143,7 +147,7 @@ impl SdkAgent {
 
 /// The OpenID Connect provider the credential tests authenticate against
 /// (`tests/agents/js/oidc.mjs`, on the npm package `oidc-provider`); `origin` is its issuer.
-pub async fn start_oidc(args: &[&str]) -> Option<SdkAgent> {
+pub(crate) async fn start_oidc(args: &[&str]) -> Option<SdkAgent> {
     let (node, _) = match Sdk::Js.command() {
         Ok(found) => found,
         Err(why) => {
@@ -165,7 +169,7 @@ pub async fn start_oidc(args: &[&str]) -> Option<SdkAgent> {
 /// implementation of the protocol, built the way its documentation shows
 /// (`tests/agents/<name>/README.md` says how, and what it sends).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Library {
+pub(crate) enum Library {
     /// pydantic's FastA2A (`fasta2a` on PyPI).
     Fasta2a,
     /// `python-a2a` on PyPI.
@@ -176,7 +180,7 @@ pub enum Library {
 
 impl Library {
     /// The folder under `tests/agents` (and the virtualenv's suffix).
-    pub fn name(self) -> &'static str {
+    pub(crate) fn name(self) -> &'static str {
         match self {
             Library::Fasta2a => "fasta2a",
             Library::PythonA2a => "python-a2a",

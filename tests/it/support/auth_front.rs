@@ -22,7 +22,7 @@ use super::proxy::relay;
 
 /// What the front demands of A2A calls.
 #[derive(Clone)]
-pub enum Guard {
+pub(crate) enum Guard {
     /// `Authorization: Bearer <token>`.
     Bearer(String),
     /// `<name>: <value>`.
@@ -41,7 +41,7 @@ pub enum Guard {
     Anyone,
 }
 
-pub struct AuthFront {
+pub(crate) struct AuthFront {
     pub addr: SocketAddr,
     upstream: Arc<OnceLock<String>>,
     shared: Arc<Shared>,
@@ -60,7 +60,7 @@ struct Shared {
 
 impl AuthFront {
     /// Listens on a loopback port; requests wait for [`forward_to`](Self::forward_to).
-    pub async fn start(guard: Guard) -> Self {
+    pub(crate) async fn start(guard: Guard) -> Self {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
         let upstream = Arc::new(OnceLock::new());
@@ -91,18 +91,18 @@ impl AuthFront {
         }
     }
 
-    pub fn origin(&self) -> String {
+    pub(crate) fn origin(&self) -> String {
         format!("http://{}", self.addr)
     }
 
-    pub fn forward_to(&self, upstream_origin: &str) {
+    pub(crate) fn forward_to(&self, upstream_origin: &str) {
         self.upstream
             .set(upstream_origin.trim_end_matches('/').to_string())
             .expect("the upstream is set once");
     }
 
     /// A2A calls let through, and refused.
-    pub fn counts(&self) -> (usize, usize) {
+    pub(crate) fn counts(&self) -> (usize, usize) {
         (
             self.shared.accepted.load(Ordering::SeqCst),
             self.shared.refused.load(Ordering::SeqCst),
@@ -110,7 +110,7 @@ impl AuthFront {
     }
 
     /// Refuses every token issued up to now (wait a second before the next one is issued).
-    pub fn revoke_tokens(&self) {
+    pub(crate) fn revoke_tokens(&self) {
         self.shared
             .not_after
             .store(chrono::Utc::now().timestamp(), Ordering::SeqCst);

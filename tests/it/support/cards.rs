@@ -18,7 +18,7 @@ use serde_json::{Value, json};
 
 /// What the server answers on one path.
 #[derive(Clone)]
-pub enum Reply {
+pub(crate) enum Reply {
     /// JSON bytes, with an ETag; a matching If-None-Match gets 304.
     Json {
         body: Vec<u8>,
@@ -53,7 +53,7 @@ struct Inner {
     arrivals: Arc<Mutex<Vec<std::time::Instant>>>,
 }
 
-pub struct CardServer {
+pub(crate) struct CardServer {
     pub addr: SocketAddr,
     inner: Inner,
     pub key: TestKey,
@@ -61,14 +61,14 @@ pub struct CardServer {
 
 /// An ES256 key pair for signing test cards.
 #[derive(Clone)]
-pub struct TestKey {
+pub(crate) struct TestKey {
     pub kid: String,
     pub private: Jwk,
     pub public: Jwk,
 }
 
 impl TestKey {
-    pub fn generate(kid: &str) -> Self {
+    pub(crate) fn generate(kid: &str) -> Self {
         let pair = josekit::jws::ES256.generate_key_pair().unwrap();
         let mut private = pair.to_jwk_private_key();
         private.set_key_id(kid);
@@ -81,23 +81,23 @@ impl TestKey {
         }
     }
 
-    pub fn jwks(&self) -> Value {
+    pub(crate) fn jwks(&self) -> Value {
         json!({"keys": [Value::Object(self.public.as_ref().clone())]})
     }
 }
 
 impl CardServer {
-    pub async fn start() -> Self {
+    pub(crate) async fn start() -> Self {
         Self::start_on("127.0.0.1:0").await
     }
 
-    pub async fn start_on(addr: &str) -> Self {
+    pub(crate) async fn start_on(addr: &str) -> Self {
         let listener = tokio::net::TcpListener::bind(addr).await.unwrap();
         Self::serve_on(listener)
     }
 
     /// On `addr`, or `None` when it is taken (the listener is kept: no bind-drop-rebind race).
-    pub async fn try_start_on(addr: &str) -> Option<Self> {
+    pub(crate) async fn try_start_on(addr: &str) -> Option<Self> {
         let listener = tokio::net::TcpListener::bind(addr).await.ok()?;
         Some(Self::serve_on(listener))
     }
@@ -117,15 +117,15 @@ impl CardServer {
         }
     }
 
-    pub fn origin(&self) -> String {
+    pub(crate) fn origin(&self) -> String {
         format!("http://{}", self.addr)
     }
 
-    pub fn url(&self, path: &str) -> String {
+    pub(crate) fn url(&self, path: &str) -> String {
         format!("http://{}{path}", self.addr)
     }
 
-    pub fn set(&self, path: &str, reply: Reply) {
+    pub(crate) fn set(&self, path: &str, reply: Reply) {
         self.inner
             .routes
             .lock()
@@ -133,7 +133,7 @@ impl CardServer {
             .insert(path.to_string(), reply);
     }
 
-    pub fn set_json(&self, path: &str, value: &Value) {
+    pub(crate) fn set_json(&self, path: &str, value: &Value) {
         let body = serde_json::to_vec_pretty(value).unwrap();
         let etag = format!("\"{}\"", cardgate::service::discovery::sha256_hex(&body));
         self.set(
@@ -147,20 +147,20 @@ impl CardServer {
 
     /// A card offering `versions` (JSONRPC on this origin), signed with the server's key and
     /// naming its JWKS (served too) as `jku`.
-    pub fn serve_signed_card(&self, path: &str, card: &Value) -> Value {
+    pub(crate) fn serve_signed_card(&self, path: &str, card: &Value) -> Value {
         self.set_json("/.well-known/jwks.json", &self.key.jwks());
         let signed = self.sign(card);
         self.set_json(path, &signed);
         signed
     }
 
-    pub fn sign(&self, card: &Value) -> Value {
+    pub(crate) fn sign(&self, card: &Value) -> Value {
         let jku = self.url("/.well-known/jwks.json");
         sign_card(card, &self.key.private, "ES256", &self.key.kid, Some(&jku)).unwrap()
     }
 
     /// A plain v1.0 card for this origin.
-    pub fn card(&self, name: &str, versions: &[&str], capabilities: Value) -> Value {
+    pub(crate) fn card(&self, name: &str, versions: &[&str], capabilities: Value) -> Value {
         let interfaces: Vec<Value> = versions
             .iter()
             .map(|v| json!({"url": self.url("/a2a/jsonrpc"), "protocolBinding": "JSONRPC", "protocolVersion": v}))
@@ -175,7 +175,7 @@ impl CardServer {
     }
 
     /// Requests seen on `path`, with their headers.
-    pub fn requests(&self, path: &str) -> Vec<HeaderMap> {
+    pub(crate) fn requests(&self, path: &str) -> Vec<HeaderMap> {
         self.inner
             .requests
             .lock()
@@ -187,29 +187,29 @@ impl CardServer {
     }
 
     /// Holds every answer back by `delay` from now on.
-    pub fn set_delay(&self, delay: Duration) {
+    pub(crate) fn set_delay(&self, delay: Duration) {
         *self.inner.delay.lock().unwrap() = delay;
     }
 
     /// The most requests this server was answering at once.
-    pub fn most_in_flight(&self) -> usize {
+    pub(crate) fn most_in_flight(&self) -> usize {
         self.inner.most_in_flight.load(Ordering::SeqCst)
     }
 
     /// When each request arrived, in order.
-    pub fn arrivals(&self) -> Vec<std::time::Instant> {
+    pub(crate) fn arrivals(&self) -> Vec<std::time::Instant> {
         self.inner.arrivals.lock().unwrap().clone()
     }
 
     /// Forgets the requests seen so far (their count, arrivals and the most at once).
-    pub fn reset_counts(&self) {
+    pub(crate) fn reset_counts(&self) {
         self.inner.requests.lock().unwrap().clear();
         self.inner.arrivals.lock().unwrap().clear();
         self.inner.most_in_flight.store(0, Ordering::SeqCst);
     }
 
     /// Bytes streamed so far by `Huge` replies.
-    pub fn streamed(&self) -> usize {
+    pub(crate) fn streamed(&self) -> usize {
         self.inner.streamed.load(Ordering::SeqCst)
     }
 }

@@ -7,14 +7,14 @@ use std::net::SocketAddr;
 use tokio::net::{TcpListener, TcpStream};
 use tokio_util::sync::CancellationToken;
 
-pub struct DbGate {
+pub(crate) struct DbGate {
     pub addr: SocketAddr,
     closed: CancellationToken,
 }
 
 impl DbGate {
     /// Listens on a loopback port and relays each connection to `upstream`.
-    pub async fn start(upstream: SocketAddr) -> Self {
+    pub(crate) async fn start(upstream: SocketAddr) -> Self {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
         let closed = CancellationToken::new();
@@ -44,7 +44,7 @@ impl DbGate {
     }
 
     /// Cuts every open connection and stops listening.
-    pub fn close(&self) {
+    pub(crate) fn close(&self) {
         self.closed.cancel();
     }
 }

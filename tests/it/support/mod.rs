@@ -1,12 +1,12 @@
 //! Test harness: fresh databases on both backends, a real cardgate server on a loopback port,
 //! and a card server playing the agents.
 
-pub mod agents;
-pub mod auth_front;
-pub mod cards;
-pub mod gate;
-pub mod proxy;
-pub mod tls;
+pub(crate) mod agents;
+pub(crate) mod auth_front;
+pub(crate) mod cards;
+pub(crate) mod gate;
+pub(crate) mod proxy;
+pub(crate) mod tls;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -40,7 +40,7 @@ macro_rules! on_both_backends {
 pub(crate) use on_both_backends;
 
 /// A fresh, migrated database that is removed when dropped.
-pub struct TestDb {
+pub(crate) struct TestDb {
     pub target: DatabaseTarget,
     pub store: Store,
     _cleanup: Cleanup,
@@ -76,7 +76,7 @@ impl Drop for Cleanup {
 }
 
 impl TestDb {
-    pub async fn sqlite() -> Self {
+    pub(crate) async fn sqlite() -> Self {
         let dir = tempfile::tempdir().expect("temp dir");
         let target = DatabaseTarget::Sqlite(dir.path().join("cardgate.db"));
         let store = open(&target).await;
@@ -89,7 +89,7 @@ impl TestDb {
 
     /// A new database on the server named by `TEST_DATABASE_URL`, or `None` (with a loud
     /// message) when it is unset.
-    pub async fn postgres() -> Option<Self> {
+    pub(crate) async fn postgres() -> Option<Self> {
         let Ok(admin_url) = std::env::var("TEST_DATABASE_URL") else {
             skip(
                 "a Postgres test",
@@ -117,12 +117,12 @@ impl TestDb {
         })
     }
 
-    pub fn backend(&self) -> &'static str {
+    pub(crate) fn backend(&self) -> &'static str {
         self.store.backend().as_str()
     }
 
     /// Runs raw SQL on a separate connection, as an attacker with database access would.
-    pub async fn raw(&self, sql: &str) -> Result<u64, sqlx::Error> {
+    pub(crate) async fn raw(&self, sql: &str) -> Result<u64, sqlx::Error> {
         let sql = AssertSqlSafe(sql.to_string());
         match &self.target {
             DatabaseTarget::Postgres(url) => {
@@ -150,7 +150,7 @@ async fn open(target: &DatabaseTarget) -> Store {
 }
 
 /// A cardgate server on a loopback port, talking to a real database.
-pub struct TestServer {
+pub(crate) struct TestServer {
     pub addr: SocketAddr,
     pub client: reqwest::Client,
     stop: Option<oneshot::Sender<()>>,
@@ -158,10 +158,10 @@ pub struct TestServer {
 }
 
 /// The bootstrap admin credential every test server accepts.
-pub const ADMIN_TOKEN: &str = "cardgate-test-admin-token-0123456789abcdef";
+pub(crate) const ADMIN_TOKEN: &str = "cardgate-test-admin-token-0123456789abcdef";
 
 /// A client that sends `token` as its bearer key.
-pub fn client_with(token: &str) -> reqwest::Client {
+pub(crate) fn client_with(token: &str) -> reqwest::Client {
     let mut headers = reqwest::header::HeaderMap::new();
     headers.insert(
         reqwest::header::AUTHORIZATION,
@@ -175,18 +175,18 @@ pub fn client_with(token: &str) -> reqwest::Client {
 
 /// The signing key of a Postgres test database: one per database (replicas of it share it),
 /// outside the repository, removed with the database.
-pub fn postgres_key_file(database: &str) -> PathBuf {
+pub(crate) fn postgres_key_file(database: &str) -> PathBuf {
     std::env::temp_dir().join(format!("{database}-signing-key.pem"))
 }
 
 /// The secrets key of a Postgres test database, likewise.
-pub fn postgres_secrets_file(database: &str) -> PathBuf {
+pub(crate) fn postgres_secrets_file(database: &str) -> PathBuf {
     std::env::temp_dir().join(format!("{database}-secrets-key"))
 }
 
 /// Settings for tests: loopback allowed (the agents run there), short fetch deadlines. The
 /// signing key sits beside an SQLite file (its default), or in the temp directory.
-pub fn test_settings(target: DatabaseTarget) -> Settings {
+pub(crate) fn test_settings(target: DatabaseTarget) -> Settings {
     let mut settings = Settings::new(target.clone());
     if let DatabaseTarget::Postgres(url) = &target {
         let name = url::Url::parse(url)
@@ -226,11 +226,11 @@ pub fn test_settings(target: DatabaseTarget) -> Settings {
 }
 
 impl TestServer {
-    pub async fn start(target: DatabaseTarget) -> Self {
+    pub(crate) async fn start(target: DatabaseTarget) -> Self {
         Self::start_with(test_settings(target)).await
     }
 
-    pub async fn start_with(mut settings: Settings) -> Self {
+    pub(crate) async fn start_with(mut settings: Settings) -> Self {
         // Bind first: the push webhook's public URL is this server's own address.
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
             .await
@@ -262,12 +262,12 @@ impl TestServer {
         }
     }
 
-    pub fn url(&self, path: &str) -> String {
+    pub(crate) fn url(&self, path: &str) -> String {
         format!("http://{}{path}", self.addr)
     }
 
     /// Graceful stop; waits until the server has closed its database pool.
-    pub async fn stop(mut self) {
+    pub(crate) async fn stop(mut self) {
         if let Some(stop) = self.stop.take() {
             let _ = stop.send(());
         }
@@ -279,11 +279,15 @@ impl TestServer {
         }
     }
 
-    pub async fn get(&self, path: &str) -> (u16, serde_json::Value) {
+    pub(crate) async fn get(&self, path: &str) -> (u16, serde_json::Value) {
         json_of(self.client.get(self.url(path)).send().await.expect("GET")).await
     }
 
-    pub async fn post(&self, path: &str, body: serde_json::Value) -> (u16, serde_json::Value) {
+    pub(crate) async fn post(
+        &self,
+        path: &str,
+        body: serde_json::Value,
+    ) -> (u16, serde_json::Value) {
         json_of(
             self.client
                 .post(self.url(path))
@@ -295,7 +299,11 @@ impl TestServer {
         .await
     }
 
-    pub async fn put(&self, path: &str, body: serde_json::Value) -> (u16, serde_json::Value) {
+    pub(crate) async fn put(
+        &self,
+        path: &str,
+        body: serde_json::Value,
+    ) -> (u16, serde_json::Value) {
         json_of(
             self.client
                 .put(self.url(path))
@@ -308,7 +316,7 @@ impl TestServer {
     }
 
     /// Registers the card at `card_url`, expecting success; returns the callee.
-    pub async fn register(&self, card_url: &str) -> serde_json::Value {
+    pub(crate) async fn register(&self, card_url: &str) -> serde_json::Value {
         let (status, body) = self
             .post("/v1/callees", serde_json::json!({ "card_url": card_url }))
             .await;
@@ -318,7 +326,7 @@ impl TestServer {
 }
 
 /// Status and JSON body (`Null` if the body is not JSON).
-pub async fn json_of(response: reqwest::Response) -> (u16, serde_json::Value) {
+pub(crate) async fn json_of(response: reqwest::Response) -> (u16, serde_json::Value) {
     let status = response.status().as_u16();
     let body = response.bytes().await.expect("body");
     (
@@ -329,7 +337,7 @@ pub async fn json_of(response: reqwest::Response) -> (u16, serde_json::Value) {
 
 /// Asserts the error envelope and returns its code.
 #[track_caller]
-pub fn error_code(body: &serde_json::Value) -> &str {
+pub(crate) fn error_code(body: &serde_json::Value) -> &str {
     let error = body
         .get("error")
         .unwrap_or_else(|| panic!("no error envelope in {body}"));
@@ -343,12 +351,12 @@ pub fn error_code(body: &serde_json::Value) -> &str {
 }
 
 /// A path inside the repository.
-pub fn repo_path(relative: &str) -> PathBuf {
+pub(crate) fn repo_path(relative: &str) -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(relative)
 }
 
 /// Every `.rs` file under `dir`, recursively.
-pub fn rust_sources(dir: &std::path::Path, out: &mut Vec<PathBuf>) {
+pub(crate) fn rust_sources(dir: &std::path::Path, out: &mut Vec<PathBuf>) {
     for entry in std::fs::read_dir(dir).unwrap() {
         let path = entry.unwrap().path();
         if path.is_dir() {
@@ -363,7 +371,7 @@ pub fn rust_sources(dir: &std::path::Path, out: &mut Vec<PathBuf>) {
 /// environment variable `required_by` is `1` (`.ci/run` sets every such variable, so nothing
 /// CI can provide is ever skipped there). Skips are also appended to
 /// `$CARGO_TARGET_TMPDIR/skipped.txt`, which `.ci/run` prints after the tests.
-pub fn skip(what: &str, why: &str, required_by: &str) {
+pub(crate) fn skip(what: &str, why: &str, required_by: &str) {
     if matches!(std::env::var(required_by).as_deref(), Ok("1" | "true")) {
         panic!("{what} is required ({required_by}=1): {why}");
     }
@@ -382,7 +390,7 @@ pub fn skip(what: &str, why: &str, required_by: &str) {
 /// Chromium for the browser checks (`CARDGATE_TEST_CHROMIUM`, else a usual path), or `None`
 /// with a skip naming `what`. CI installs Debian's `chromium` and requires it
 /// (`CARDGATE_REQUIRE_BROWSER=1`).
-pub fn chromium(what: &str) -> Option<PathBuf> {
+pub(crate) fn chromium(what: &str) -> Option<PathBuf> {
     let found = std::env::var_os("CARDGATE_TEST_CHROMIUM")
         .map(PathBuf::from)
         .or_else(|| {
@@ -407,7 +415,7 @@ pub fn chromium(what: &str) -> Option<PathBuf> {
 
 /// The tests' Python (the SDK agent's virtualenv, which also holds the reference libraries
 /// some tests check cardgate's output with), or `None` with a skip naming `what`.
-pub fn test_python(what: &str) -> Option<PathBuf> {
+pub(crate) fn test_python(what: &str) -> Option<PathBuf> {
     let python = std::env::var_os("CARDGATE_TEST_PYTHON")
         .map(PathBuf::from)
         .unwrap_or_else(|| repo_path("tests/agents/python/.venv/bin/python"));
@@ -424,7 +432,7 @@ pub fn test_python(what: &str) -> Option<PathBuf> {
 }
 
 /// Runs the `cardgate` binary with `args` and `env`; its exit code and its stdout then stderr.
-pub async fn run_cardgate(args: &[&str], env: &[(&str, &str)]) -> (i32, String) {
+pub(crate) async fn run_cardgate(args: &[&str], env: &[(&str, &str)]) -> (i32, String) {
     let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_cardgate"))
         .args(args)
         .envs(env.iter().copied())

@@ -14,7 +14,7 @@ use axum::response::{IntoResponse, Response};
 use futures::StreamExt;
 use tokio::sync::oneshot;
 
-pub struct LaggingProxy {
+pub(crate) struct LaggingProxy {
     pub addr: SocketAddr,
     upstream: Arc<OnceLock<String>>,
     _stop: oneshot::Sender<()>,
@@ -38,7 +38,7 @@ const HOP: [&str; 5] = [
 impl LaggingProxy {
     /// Listens on a loopback port; requests wait for [`forward_to`](Self::forward_to) (the
     /// agent needs the proxy's origin for its card before it can start).
-    pub async fn start(delay: Duration) -> Self {
+    pub(crate) async fn start(delay: Duration) -> Self {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
         let upstream = Arc::new(OnceLock::new());
@@ -63,11 +63,11 @@ impl LaggingProxy {
         }
     }
 
-    pub fn origin(&self) -> String {
+    pub(crate) fn origin(&self) -> String {
         format!("http://{}", self.addr)
     }
 
-    pub fn forward_to(&self, upstream_origin: &str) {
+    pub(crate) fn forward_to(&self, upstream_origin: &str) {
         self.upstream
             .set(upstream_origin.trim_end_matches('/').to_string())
             .expect("the upstream is set once");
@@ -97,7 +97,7 @@ async fn forward(State(s): State<Arc<Shared>>, request: Request) -> Response {
 
 /// Sends `request` on to `upstream` as it came (hop-by-hop headers aside): the answer, and a
 /// response builder with its status and headers; a 502 when it cannot be sent.
-pub async fn relay(
+pub(crate) async fn relay(
     http: &reqwest::Client,
     upstream: &str,
     request: Request,

@@ -16,7 +16,7 @@ use tokio_rustls::TlsAcceptor;
 use tokio_rustls::rustls::ServerConfig;
 use tokio_rustls::rustls::pki_types::{PrivateKeyDer, PrivatePkcs8KeyDer};
 
-pub struct TlsFront {
+pub(crate) struct TlsFront {
     /// `https://localhost:<port>`.
     pub origin: String,
     /// The self-signed certificate, PEM: the CA a client must trust to reach the front.
@@ -28,7 +28,7 @@ pub struct TlsFront {
 }
 
 /// A client certificate a test CA issued, PEM.
-pub struct ClientIdentity {
+pub(crate) struct ClientIdentity {
     pub certificate_pem: String,
     pub private_key_pem: String,
     /// A certificate from another CA, which the front refuses.
@@ -38,12 +38,12 @@ pub struct ClientIdentity {
 
 impl TlsFront {
     /// Binds the front's port first, so the upstream can be told its public origin.
-    pub async fn bind() -> Self {
+    pub(crate) async fn bind() -> Self {
         Self::bind_with(false).await
     }
 
     /// A front that asks for a client certificate (see the module doc).
-    pub async fn bind_mutual() -> Self {
+    pub(crate) async fn bind_mutual() -> Self {
         Self::bind_with(true).await
     }
 
@@ -88,13 +88,13 @@ impl TlsFront {
     }
 
     /// Starts piping every accepted connection, once decrypted, to `upstream`.
-    pub fn forward_to(&mut self, upstream: SocketAddr) {
+    pub(crate) fn forward_to(&mut self, upstream: SocketAddr) {
         self.forward_split(upstream, upstream);
     }
 
     /// Pipes connections that presented a client certificate to `authenticated`, the others
     /// to `anonymous`.
-    pub fn forward_split(&mut self, authenticated: SocketAddr, anonymous: SocketAddr) {
+    pub(crate) fn forward_split(&mut self, authenticated: SocketAddr, anonymous: SocketAddr) {
         let listener = self.listener.take().expect("forwarding starts once");
         let acceptor = self.acceptor.clone();
         tokio::spawn(async move {
