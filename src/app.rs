@@ -16,6 +16,7 @@ use crate::metrics::Metrics;
 use crate::remote::hosts::HostGate;
 use crate::remote::presentation::TokenCache;
 use crate::remote::{Outbound, OutboundSettings};
+use crate::runtime::housekeeping::HousekeepingSettings;
 use crate::runtime::schedule::{self, ScheduleSettings, Ticks};
 use crate::runtime::worker::{self, WorkerSettings};
 use crate::runtime::{deliveries, feed};
@@ -47,6 +48,7 @@ pub struct Settings {
     pub probe: ProbeSettings,
     pub worker: WorkerSettings,
     pub schedule: ScheduleSettings,
+    pub housekeeping: HousekeepingSettings,
     pub cards: CardPolicy,
     pub webhooks: WebhookSettings,
     pub transparency: TransparencySettings,
@@ -74,6 +76,7 @@ impl Settings {
             probe: ProbeSettings::default(),
             worker: WorkerSettings::default(),
             schedule: ScheduleSettings::default(),
+            housekeeping: HousekeepingSettings::default(),
             cards: CardPolicy::default(),
             webhooks: WebhookSettings::default(),
             transparency: TransparencySettings {
@@ -221,8 +224,13 @@ impl App {
         let router = http::router(api, &self.settings.http, &self.settings.auth)?;
         let addr = listener.local_addr()?;
         tracing::info!(%addr, database = %self.services.store.backend(), "cardgate listening on http://{addr}");
-        let mut scheduler =
-            schedule::start(self.services.clone(), schedule, self.ticks.clone()).await?;
+        let mut scheduler = schedule::start(
+            self.services.clone(),
+            schedule,
+            Arc::new(self.settings.housekeeping.clone()),
+            self.ticks.clone(),
+        )
+        .await?;
         let worker = tokio::spawn(worker::run(
             self.services.clone(),
             self.settings.worker.clone(),

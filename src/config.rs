@@ -14,6 +14,7 @@ use crate::http::HttpLimits;
 use crate::http::permissions::AuthSettings;
 use crate::remote::a2a::CallLimits;
 use crate::remote::{NetworkPolicy, OutboundSettings};
+use crate::runtime::housekeeping::HousekeepingSettings;
 use crate::runtime::schedule::{Schedule, ScheduleSettings};
 use crate::runtime::worker::WorkerSettings;
 use crate::service::callees::CardPolicy;
@@ -77,6 +78,12 @@ pub struct ServeArgs {
 
     #[command(flatten)]
     pub schedule: ScheduleArgs,
+
+    #[command(flatten)]
+    pub housekeeping: HousekeepingArgs,
+
+    #[command(flatten)]
+    pub worker: WorkerArgs,
 
     #[command(flatten)]
     pub access: AccessArgs,
@@ -353,12 +360,9 @@ impl ServeArgs {
             hosts_shared: self.hosts.host_limits_shared == Switch::On,
             discovery: self.outbound.discovery(),
             probe: self.probe.settings()?,
-            worker: WorkerSettings {
-                concurrency: self.probe.workers.max(1),
-                lease: Duration::from_secs(self.schedule.job_lease_secs.max(1)),
-                ..WorkerSettings::default()
-            },
+            worker: self.worker.settings(),
             schedule: self.schedule.settings()?,
+            housekeeping: self.housekeeping.settings(),
             cards: self.schedule.card_policy(),
             webhooks: self.webhooks.settings(),
             secrets_key_file: self.secrets_key_file()?,
@@ -433,31 +437,6 @@ pub struct ScheduleArgs {
     #[arg(long, env = "CARDGATE_REFRESH_BACKOFF_MAX_SECS", default_value_t = Backoff::default().cap.as_secs())]
     pub refresh_backoff_max_secs: u64,
 
-    /// How long a worker holds a job before another may take it over (renewed while working).
-    #[arg(long, env = "CARDGATE_JOB_LEASE_SECS", default_value_t = WorkerSettings::default().lease.as_secs())]
-    pub job_lease_secs: u64,
-
-    /// Finished jobs stay listed in /v1/jobs this many seconds, then the refresh sweep prunes
-    /// them (what they did is in the ledger and the probe runs).
-    #[arg(long, env = "CARDGATE_JOB_RETENTION_SECS", default_value_t = ScheduleSettings::default().job_retention.as_secs())]
-    pub job_retention_secs: u64,
-
-    /// Probe transcripts kept per subject: each refresh sweep drops, in bounded batches, the
-    /// transcripts of older finished runs that no promotion or demotion cites (their verdicts,
-    /// findings and transitions stay). 0 keeps every transcript.
-    #[arg(long, env = "CARDGATE_KEEP_TRANSCRIPTS", default_value_t = ScheduleSettings::default().keep_transcripts)]
-    pub keep_transcripts: u32,
-    /// Public card snapshots kept whole per callee: older ones lose their raw bytes unless
-    /// the ledger cites them as the card a subject started from or whose trust changed (their
-    /// hash and assessment stay). 0 keeps every snapshot.
-    #[arg(long, env = "CARDGATE_KEEP_SNAPSHOTS", default_value_t = ScheduleSettings::default().keep_snapshots)]
-    pub keep_snapshots: u32,
-    /// Days a finished webhook delivery (delivered, or failed for good) stays listed and
-    /// retryable; then the refresh sweep deletes it, and an event's stored body with its last
-    /// delivery. Pending deliveries are never pruned. 0 keeps every delivery.
-    #[arg(long, env = "CARDGATE_KEEP_DELIVERIES_DAYS", default_value_t = ScheduleSettings::default().keep_deliveries.as_secs() / 86_400)]
-    pub keep_deliveries_days: u64,
-
     /// Queue probes when registration or a refresh reveals a new version or capability.
     #[arg(long, env = "CARDGATE_PROBE_ON_CHANGE", default_value_t = CardPolicy::default().probe_on_change, action = clap::ArgAction::Set)]
     pub probe_on_change: bool,
@@ -470,10 +449,6 @@ impl ScheduleArgs {
             reprobe: self.reprobe_schedule.clone(),
             checkpoint: self.checkpoint_schedule.clone(),
             stale_after: Duration::from_secs(self.probe_stale_after_secs),
-            job_retention: Duration::from_secs(self.job_retention_secs),
-            keep_transcripts: self.keep_transcripts,
-            keep_snapshots: self.keep_snapshots,
-            keep_deliveries: Duration::from_secs(self.keep_deliveries_days.saturating_mul(86_400)),
             ..ScheduleSettings::default()
         })
     }
@@ -488,6 +463,64 @@ impl ScheduleArgs {
                 ),
             },
             probe_on_change: self.probe_on_change,
+        }
+    }
+}
+
+/// Housekeeping: how long finished work is kept before it is pruned.
+#[derive(Debug, Clone, Args)]
+pub struct HousekeepingArgs {
+    /// Finished jobs stay listed in /v1/jobs this many seconds, then housekeeping prunes
+    /// them (what they did is in the ledger and the probe runs).
+    #[arg(long, env = "CARDGATE_JOB_RETENTION_SECS", default_value_t = HousekeepingSettings::default().job_retention.as_secs())]
+    pub job_retention_secs: u64,
+
+    /// Probe transcripts kept per subject: each housekeeping run drops, in bounded batches, the
+    /// transcripts of older finished runs that no promotion or demotion cites (their verdicts,
+    /// findings and transitions stay). 0 keeps every transcript.
+    #[arg(long, env = "CARDGATE_KEEP_TRANSCRIPTS", default_value_t = HousekeepingSettings::default().keep_transcripts)]
+    pub keep_transcripts: u32,
+    /// Public card snapshots kept whole per callee: older ones lose their raw bytes unless
+    /// the ledger cites them as the card a subject started from or whose trust changed (their
+    /// hash and assessment stay). 0 keeps every snapshot.
+    #[arg(long, env = "CARDGATE_KEEP_SNAPSHOTS", default_value_t = HousekeepingSettings::default().keep_snapshots)]
+    pub keep_snapshots: u32,
+    /// Days a finished webhook delivery (delivered, or failed for good) stays listed and
+    /// retryable; then housekeeping deletes it, and an event's stored body with its last
+    /// delivery. Pending deliveries are never pruned. 0 keeps every delivery.
+    #[arg(long, env = "CARDGATE_KEEP_DELIVERIES_DAYS", default_value_t = HousekeepingSettings::default().keep_deliveries.as_secs() / 86_400)]
+    pub keep_deliveries_days: u64,
+}
+
+impl HousekeepingArgs {
+    pub fn settings(&self) -> HousekeepingSettings {
+        HousekeepingSettings {
+            job_retention: Duration::from_secs(self.job_retention_secs),
+            keep_transcripts: self.keep_transcripts,
+            keep_snapshots: self.keep_snapshots,
+            keep_deliveries: Duration::from_secs(self.keep_deliveries_days.saturating_mul(86_400)),
+        }
+    }
+}
+
+/// The job worker: how many jobs this process runs at once, and how long it holds each.
+#[derive(Debug, Clone, Args)]
+pub struct WorkerArgs {
+    /// Jobs (probes, refreshes) this process runs at once.
+    #[arg(long, env = "CARDGATE_WORKERS", default_value_t = WorkerSettings::default().concurrency)]
+    pub workers: usize,
+
+    /// How long a worker holds a job before another may take it over (renewed while working).
+    #[arg(long, env = "CARDGATE_JOB_LEASE_SECS", default_value_t = WorkerSettings::default().lease.as_secs())]
+    pub job_lease_secs: u64,
+}
+
+impl WorkerArgs {
+    pub fn settings(&self) -> WorkerSettings {
+        WorkerSettings {
+            concurrency: self.workers.max(1),
+            lease: Duration::from_secs(self.job_lease_secs.max(1)),
+            ..WorkerSettings::default()
         }
     }
 }
@@ -596,10 +629,6 @@ pub struct ProbeArgs {
     /// replaced by their size.
     #[arg(long, env = "CARDGATE_TRANSCRIPT_MAX_BYTES", default_value_t = CallLimits::default().transcript_bytes)]
     pub transcript_max_bytes: usize,
-
-    /// Jobs (probes, refreshes) this process runs at once.
-    #[arg(long, env = "CARDGATE_WORKERS", default_value_t = WorkerSettings::default().concurrency)]
-    pub workers: usize,
 }
 
 impl ProbeArgs {

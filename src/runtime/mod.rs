@@ -1,8 +1,9 @@
-//! Background work, above the services: the cron scheduler that enqueues sweeps, the worker
-//! that runs queued jobs, and the follower that keeps the read model current. All call the use
-//! cases in [`crate::service`]; `app` starts them.
+//! Background work, above the services: the cron scheduler that enqueues sweeps (and runs
+//! housekeeping), the worker that runs queued jobs, and the follower that keeps the read
+//! model current. All call the use cases in [`crate::service`]; `app` starts them.
 
 pub(crate) mod deliveries;
 pub(crate) mod feed;
+pub mod housekeeping;
 pub mod schedule;
 pub mod worker;

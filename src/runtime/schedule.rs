@@ -1,4 +1,5 @@
-//! Periodic work. tokio-cron-scheduler only *calls* [`refresh_sweep`] and [`reprobe_sweep`]:
+//! Periodic work. tokio-cron-scheduler only *calls* [`refresh_sweep`] and [`reprobe_sweep`]
+//! (and, on the refresh tick, [`housekeeping::run`](super::housekeeping::run)):
 //! plain, idempotent, bounded functions that enqueue jobs (tests call them directly). With
 //! several replicas each runs its own scheduler; the queue's dedup keys make the double
 //! enqueues no-ops, and workers claim each job once.
@@ -13,10 +14,11 @@ use serde::Serialize;
 use tokio_cron_scheduler::{Job as CronJob, JobScheduler};
 use tracing::Instrument;
 
+use super::housekeeping::{self, HousekeepingSettings};
 use crate::domain::job::{self, Job};
 use crate::domain::politeness;
 use crate::domain::time::Timestamp;
-use crate::service::{Queued, ServiceError, Services, probe, retention};
+use crate::service::{Queued, ServiceError, Services, probe};
 
 /// The word for a schedule that never fires: its sweep only runs when something calls it.
 pub const OFF: &str = "off";
@@ -83,14 +85,6 @@ pub struct ScheduleSettings {
     pub stale_after: Duration,
     /// Most refresh jobs one sweep enqueues.
     pub sweep_limit: u32,
-    /// Finished jobs are kept this long for `/v1/jobs`, then pruned by the refresh sweep.
-    pub job_retention: Duration,
-    /// Probe transcripts kept per subject (service::retention); 0 keeps them all.
-    pub keep_transcripts: u32,
-    /// Public card snapshots kept whole per callee (service::retention); 0 keeps them all.
-    pub keep_snapshots: u32,
-    /// How long finished webhook deliveries are kept (service::retention); zero keeps them.
-    pub keep_deliveries: Duration,
 }
 
 impl Default for ScheduleSettings {
@@ -101,10 +95,6 @@ impl Default for ScheduleSettings {
             checkpoint: Schedule::Cron("0 * * * * *".into()),
             stale_after: Duration::from_secs(7 * 24 * 3600),
             sweep_limit: 50_000,
-            job_retention: Duration::from_secs(24 * 3600),
-            keep_transcripts: 10,
-            keep_snapshots: 10,
-            keep_deliveries: Duration::from_secs(30 * 24 * 3600),
         }
     }
 }
@@ -139,13 +129,6 @@ impl Ticks {
     }
 }
 
-/// Runs past retention examined per refresh sweep: a backlog (a first start with retention on,
-/// or `CARDGATE_KEEP_TRANSCRIPTS` lowered) is worked off over several sweeps, each bounded.
-const PRUNE_PER_SWEEP: u64 = 5_000;
-/// Most webhook deliveries one sweep deletes: deliveries are events times subscriptions, far
-/// more rows than runs, and each is small.
-const DELIVERIES_PER_SWEEP: u64 = 100_000;
-
 /// The share of the time until the next refresh sweep its jobs are spread over; the rest is
 /// slack for the last of them to finish before the next sweep looks.
 const SPREAD_SHARE: f64 = 0.8;
@@ -157,63 +140,6 @@ pub async fn refresh_sweep(
     settings: &ScheduleSettings,
 ) -> anyhow::Result<usize> {
     let now = services.now();
-    // A retention too long to subtract from now keeps every job.
-    let cutoff = chrono::Duration::from_std(settings.job_retention)
-        .ok()
-        .and_then(|retention| now.checked_sub_signed(retention));
-    if let Some(cutoff) = cutoff {
-        let pruned = services
-            .store
-            .prune_jobs(cutoff, 50_000)
-            .await
-            .context("pruning finished jobs")?;
-        if pruned > 0 {
-            tracing::debug!(pruned, "pruned finished jobs");
-        }
-    }
-    // Change rows serve replicas that are catching up; a day is far longer than any catch-up,
-    // and a replica cut off for longer reloads its read model whole.
-    if let Some(cutoff) = now.checked_sub_signed(chrono::Duration::days(1)) {
-        services
-            .store
-            .prune_changes(cutoff, 50_000)
-            .await
-            .context("pruning the change feed")?;
-    }
-    // Host leases are given back as each request's answer arrives; one whose replica died, or
-    // whose host is never asked again, lapsed long ago and only takes room.
-    services
-        .store
-        .prune_host_leases(now)
-        .await
-        .context("pruning lapsed host leases")?;
-    let pruned = retention::prune(services, settings.keep_transcripts, PRUNE_PER_SWEEP)
-        .await
-        .context("pruning probe transcripts")?;
-    if pruned.dropped > 0 {
-        tracing::info!(
-            examined = pruned.examined,
-            pruned = pruned.dropped,
-            "pruned probe transcripts"
-        );
-    }
-    let pruned = retention::prune_snapshots(services, settings.keep_snapshots, PRUNE_PER_SWEEP)
-        .await
-        .context("pruning card snapshots")?;
-    if pruned.dropped > 0 {
-        tracing::info!(
-            examined = pruned.examined,
-            pruned = pruned.dropped,
-            "pruned card snapshots' raw bytes"
-        );
-    }
-    let pruned =
-        retention::prune_deliveries(services, settings.keep_deliveries, DELIVERIES_PER_SWEEP)
-            .await
-            .context("pruning webhook deliveries")?;
-    if pruned > 0 {
-        tracing::info!(pruned, "pruned finished webhook deliveries");
-    }
     let due = services
         .store
         .due_for_refresh(now, settings.sweep_limit)
@@ -344,6 +270,7 @@ pub async fn checkpoint_tick(services: &Services) -> Result<Option<u64>, Service
 pub async fn start(
     services: Services,
     settings: Arc<ScheduleSettings>,
+    housekeeping: Arc<HousekeepingSettings>,
     ticks: Arc<Ticks>,
 ) -> anyhow::Result<JobScheduler> {
     let scheduler = JobScheduler::new()
@@ -358,8 +285,10 @@ pub async fn start(
             continue;
         };
         let (services, settings, ticks) = (services.clone(), settings.clone(), ticks.clone());
+        let housekeeping = housekeeping.clone();
         let job = CronJob::new_async(expression.as_str(), move |_id, _scheduler| {
             let (services, settings, ticks) = (services.clone(), settings.clone(), ticks.clone());
+            let housekeeping = housekeeping.clone();
             let span = tracing::info_span!("sweep", sweep = name);
             Box::pin(
                 async move {
@@ -374,7 +303,12 @@ pub async fn start(
                         Err(e) => tracing::warn!(sweep = name, error = %e, "claiming the {name} sweep; running it anyway"),
                     }
                     let result = match name {
-                        "refresh" => refresh_sweep(&services, &settings).await,
+                        // Housekeeping runs on the refresh sweep's tick, before it, as it
+                        // always has: a failing prune fails the tick.
+                        "refresh" => match housekeeping::run(&services, &housekeeping).await {
+                            Ok(()) => refresh_sweep(&services, &settings).await,
+                            Err(e) => Err(e),
+                        },
                         _ => reprobe_sweep(&services, &settings).await,
                     };
                     let tick = Tick {
