@@ -25,7 +25,7 @@ class EventFollower:
     def __init__(
         self,
         http: httpx.AsyncClient,
-        on_event: Callable[[str], None],
+        on_event: Callable[[str, int | None], None],
         on_connected: Callable[[bool], None],
         log: logging.Logger,
     ) -> None:
@@ -80,8 +80,9 @@ class EventFollower:
                 if event.id is not None:
                     self._last_id = event.id
                 try:
-                    callee = json.loads(event.data).get("callee_id")
+                    data = json.loads(event.data)
+                    callee, seq = data.get("callee_id"), data.get("seq")
                 except (ValueError, AttributeError):
                     continue
                 if isinstance(callee, str):
-                    self._on_event(callee)
+                    self._on_event(callee, seq if isinstance(seq, int) else None)

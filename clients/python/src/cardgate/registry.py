@@ -70,6 +70,9 @@ class Registry:
         )
         self._entries: dict[Posture, _Entry] = {}
         self._generation: dict[str, int] = {}
+        # The newest ledger seq known about each callee: revalidations ask for at least it, so
+        # a replica that has not applied it yet cannot answer 304 with what it replaced.
+        self._seen_seq: dict[str, int] = {}
         self._connected = False
         self._follower = (
             EventFollower(self._http, self._invalidate, self._set_connected, self._log)
@@ -157,8 +160,12 @@ class Registry:
             return entry.decision
         generation = self._generation.get(entry.decision.callee_id, 0) if entry else 0
         headers = {"If-None-Match": entry.etag} if entry and entry.etag else {}
+        query = posture.query()
+        seen = self._seen_seq.get(entry.decision.callee_id) if entry else None
+        if seen is not None:
+            query["min_seq"] = str(seen)
         try:
-            response = await self._http.get("/v1/trust", params=posture.query(), headers=headers)
+            response = await self._http.get("/v1/trust", params=query, headers=headers)
         except httpx.TransportError as e:
             raise RegistryUnavailableError(f"cardgate unreachable: {e!r}") from e
         if response.status_code == 304 and entry is not None:
@@ -177,8 +184,10 @@ class Registry:
         )
         return decision
 
-    def _invalidate(self, callee_id: str) -> None:
+    def _invalidate(self, callee_id: str, seq: int | None = None) -> None:
         self._generation[callee_id] = self._generation.get(callee_id, 0) + 1
+        if seq is not None:
+            self._seen_seq[callee_id] = max(seq, self._seen_seq.get(callee_id, 0))
         for entry in self._entries.values():
             if entry.decision.callee_id == callee_id:
                 entry.fresh = False
@@ -191,7 +200,8 @@ class Registry:
 
     def _reported(self, report: Report, answer: dict[str, Any]) -> None:
         if report.callee_id is not None:
-            self._invalidate(report.callee_id)
+            seq = answer.get("ledger_seq")
+            self._invalidate(report.callee_id, seq if isinstance(seq, int) else None)
 
     # What guards tell the registry.
 
