@@ -609,7 +609,8 @@ pub struct ProbeArgs {
           default_value_t = ProbeSettings::default().push_backoff.as_millis() as u64)]
     pub push_backoff_ms: u64,
 
-    /// How long to wait for the terminal push delivery, in seconds.
+    /// Seconds of quiet the wait for the terminal push delivery lasts: each delivery that
+    /// arrives starts it again, within the cycle's deadline.
     #[arg(long, env = "CARDGATE_PUSH_WAIT_SECS", default_value_t = ProbeSettings::default().push_wait.as_secs())]
     pub push_wait_secs: u64,
 

@@ -659,7 +659,9 @@ impl<'a> Cycle<'a> {
     }
 
     /// Reads deliveries until the push task's terminal state or an interrupted one has been
-    /// delivered, or the push window closes: a complete record ends the wait at once.
+    /// delivered, or the push window closes: a complete record ends the wait at once. The
+    /// window is `push_wait` of quiet: each delivery that arrives moves its end out again (push
+    /// is at-least-once, not prompt), never past the cycle's deadline.
     async fn await_deliveries(
         &mut self,
         run: &mut PushRun,
@@ -667,10 +669,14 @@ impl<'a> Cycle<'a> {
         inbox: &dyn PushInbox,
         started: Instant,
     ) {
-        let window = Instant::now() + self.settings.push_wait;
+        let mut window = Instant::now() + self.settings.push_wait;
         let first_new = self.obs.transitions.len();
         loop {
-            for delivery in inbox.deliveries(token, run.deliveries).await {
+            let arrived = inbox.deliveries(token, run.deliveries).await;
+            if !arrived.is_empty() {
+                window = window.max(Instant::now() + self.settings.push_wait);
+            }
+            for delivery in arrived {
                 run.deliveries += 1;
                 if !delivery.token_matches {
                     run.deliveries_without_token += 1;
@@ -710,6 +716,7 @@ impl<'a> Cycle<'a> {
             let now = Instant::now();
             if terminal || now >= window || now >= self.deadline {
                 run.waited_ms = started.elapsed().as_millis() as u64;
+                run.wait_cut_short = !terminal && now < window;
                 self.step(format!(
                     "  {} deliveries in {} ms",
                     run.deliveries, run.waited_ms
@@ -770,6 +777,7 @@ fn empty_push() -> PushRun {
         deliveries_without_token: 0,
         malformed_deliveries: 0,
         waited_ms: 0,
+        wait_cut_short: false,
     }
 }
 

@@ -14,7 +14,9 @@ pub struct ProbeSettings {
     pub public_url: Option<Url>,
     /// Deadline of a whole cycle.
     pub deadline: Duration,
-    /// How long to wait for the terminal push delivery.
+    /// How long the push wait lasts without a delivery: each one that arrives starts it again,
+    /// within the cycle's deadline. Tens of seconds: real webhook paths (TLS to another region,
+    /// a queue, a busy receiver) are that slow, and push is at-least-once, not prompt.
     pub push_wait: Duration,
     /// Webhook registration attempts, and the first backoff (doubled after each failure).
     pub push_attempts: u32,
@@ -33,7 +35,7 @@ impl Default for ProbeSettings {
         Self {
             public_url: None,
             deadline: Duration::from_secs(60),
-            push_wait: Duration::from_secs(10),
+            push_wait: Duration::from_secs(30),
             push_attempts: 3,
             push_backoff: Duration::from_millis(500),
             poll_interval: Duration::from_millis(100),

@@ -1097,12 +1097,34 @@ fn push_delivery(run: &PushRun, obs: &Observations) -> Finding {
             ),
         );
     }
+    // A wait cardgate cut short, or one in which nothing arrived at all (the webhook may be
+    // unreachable from the agent), says nothing about whether the agent delivers.
+    if run.wait_cut_short {
+        return finding(
+            CODE,
+            NotExercised,
+            format!(
+                "the probe cycle's deadline ended the wait for the terminal delivery after {} ms ({} deliveries): not waited for, so not judged",
+                run.waited_ms, run.deliveries
+            ),
+        );
+    }
+    if run.deliveries == 0 {
+        return finding(
+            CODE,
+            NotExercised,
+            format!(
+                "nothing reached the webhook in {} ms: the agent may not reach cardgate's public URL, so delivery is not judged",
+                run.waited_ms
+            ),
+        );
+    }
     finding(
         CODE,
         Fail,
         format!(
-            "the push task finished, but its terminal state was not delivered within {} ms ({} deliveries)",
-            run.waited_ms, run.deliveries
+            "the push task finished and {} deliveries arrived, but its terminal state was not delivered within {} ms of quiet",
+            run.deliveries, run.waited_ms
         ),
     )
 }

@@ -345,6 +345,10 @@ pub struct PushRun {
     /// Deliveries whose body was not an A2A event.
     pub malformed_deliveries: usize,
     pub waited_ms: u64,
+    /// The wait for deliveries ended at the cycle's deadline before its budget ran out: what
+    /// had not arrived yet was not waited for, which says nothing about the agent.
+    #[serde(default)]
+    pub wait_cut_short: bool,
 }
 
 /// What became of a delivery to a probe run's webhook.

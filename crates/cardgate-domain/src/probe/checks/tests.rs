@@ -120,6 +120,7 @@ impl Obs {
             deliveries_without_token: 0,
             malformed_deliveries: 0,
             waited_ms: 500,
+            wait_cut_short: false,
         });
         s
     }
@@ -510,6 +511,49 @@ fn states_the_probe_could_not_reach_are_not_exercised() {
         CapabilityOutcome::NotExercised { .. }
     ));
     assert!(j.verdict.passed, "{:#?}", j.verdict.reasons);
+}
+
+#[test]
+fn a_push_wait_cardgate_cut_short_or_with_nothing_delivered_is_not_judged() {
+    let without_terminal = || {
+        let mut obs = conformant();
+        obs.o
+            .transitions
+            .retain(|t| !(t.source == Source::Push && t.state.is_terminal()));
+        obs.t(
+            TaskRole::Push,
+            Source::Get,
+            9,
+            "TASK_STATE_COMPLETED",
+            true,
+            Some(2),
+        )
+    };
+    let outcome = |obs: &Obs| {
+        obs.judge("1.0", &STREAM_PUSH).capabilities[&Capability::PushNotifications].clone()
+    };
+
+    // The cycle's deadline ended the wait (a busy machine, a slow path): not the agent's fault.
+    let mut cut = without_terminal();
+    cut.o.push.as_mut().unwrap().wait_cut_short = true;
+    match outcome(&cut) {
+        CapabilityOutcome::NotExercised { reason } => {
+            assert!(reason.contains("deadline"), "{reason}")
+        }
+        other => panic!("{other:?}"),
+    }
+    assert!(cut.judge("1.0", &STREAM_PUSH).verdict.passed);
+
+    // Nothing at all arrived in the whole budget: the webhook may be unreachable.
+    let mut silent = without_terminal();
+    silent.o.transitions.retain(|t| t.source != Source::Push);
+    silent.o.push.as_mut().unwrap().deliveries = 0;
+    match outcome(&silent) {
+        CapabilityOutcome::NotExercised { reason } => {
+            assert!(reason.contains("nothing reached"), "{reason}")
+        }
+        other => panic!("{other:?}"),
+    }
 }
 
 #[test]
