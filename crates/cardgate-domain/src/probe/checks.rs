@@ -284,23 +284,22 @@ fn full_lifecycle(obs: &Observations, lifecycle: &[&Transition]) -> Finding {
     // channel, or from the agent's own timestamps (docs/trust-model.md, rule 3).
     let seen = seen_text(lifecycle);
     let saw = |p: fn(TaskState) -> bool| lifecycle.iter().any(|t| p(t.state));
-    let submitted = saw(|s| s == TaskState::Submitted);
-    let working = saw(|s| s == TaskState::Working);
+    // The spec defines no transition graph beyond terminal and interrupted states, and lets an
+    // agent skip `submitted`: a caller needs the task seen alive before its end, then ending.
+    let before_end = saw(|s| !s.is_terminal());
     let terminal = saw(TaskState::is_terminal);
     let backwards: Vec<String> = out_of_order(lifecycle)
         .into_iter()
         .filter(|o| o.later.state == TaskState::Submitted && !o.earlier.state.is_terminal())
         .map(|o| o.describe())
         .collect();
-    match (submitted, working, terminal) {
-        (true, true, true) if backwards.is_empty() => {
-            finding(CODE, Pass, format!("observed {seen}"))
-        }
-        (true, true, true) => finding(
+    match (before_end, terminal) {
+        (true, true) if backwards.is_empty() => finding(CODE, Pass, format!("observed {seen}")),
+        (true, true) => finding(
             CODE,
             Fail,
             format!(
-                "observed {seen}, but not in the order submitted → working → terminal: {}",
+                "observed {seen}, but `submitted` came after a later live state: {}",
                 backwards.join("; ")
             ),
         ),
@@ -309,24 +308,19 @@ fn full_lifecycle(obs: &Observations, lifecycle: &[&Transition]) -> Finding {
             NotExercised,
             "the agent answered with a Message, so no task lifecycle was observed",
         ),
-        (_, _, false) if obs.follow_ups_exhausted => finding(
+        (_, false) if obs.follow_ups_exhausted => finding(
             CODE,
             NotExercised,
             format!(
                 "observed {seen}: the task kept asking for input after the probe script's follow-ups ran out"
             ),
         ),
-        (false, _, _) => finding(
+        (false, _) => finding(
             CODE,
             Fail,
-            format!("observed {seen}: submitted was never observed"),
+            format!("observed {seen}: the task was never seen in a state before its end"),
         ),
-        (_, false, _) => finding(
-            CODE,
-            Fail,
-            format!("observed {seen}: working was never observed"),
-        ),
-        (_, _, false) => finding(
+        (_, false) => finding(
             CODE,
             Fail,
             format!("observed {seen}: the task never reached a terminal state"),

@@ -179,7 +179,7 @@ impl Rule {
                 "an offered authenticated extended card is fetched with the credentials and verifies"
             }
             Rule::TaskCreated => "the first message creates a task",
-            Rule::FullLifecycle => "the task goes submitted → working → terminal",
+            Rule::FullLifecycle => "the task is seen alive, then ends",
             Rule::Timestamps => "every transition carries a `status.timestamp` naming an instant",
             Rule::TerminalNoTimestamp => "every terminal transition carries one",
             Rule::TimestampFormat => "timestamps are spelled RFC 3339 UTC with `Z`",

@@ -161,6 +161,41 @@ fn triggers(j: &Judgement) -> Vec<DemotionClass> {
 const STREAM_PUSH: [Capability; 2] = [Capability::Streaming, Capability::PushNotifications];
 
 #[test]
+fn an_agent_that_opens_at_working_has_the_full_lifecycle_and_one_seen_only_ended_does_not() {
+    // The spec lets an agent skip `submitted`: seen alive, then ended, is the whole lifecycle.
+    let opens_working = Obs::new()
+        .stream(
+            0,
+            &[("TASK_STATE_WORKING", true), ("TASK_STATE_COMPLETED", true)],
+        )
+        .get(1, "TASK_STATE_COMPLETED", 2)
+        .pushed(Ok(()), &["TASK_STATE_WORKING", "TASK_STATE_COMPLETED"]);
+    let j = opens_working.judge("1.0", &STREAM_PUSH);
+    assert_eq!(
+        status(&j, "LC-FULL-LIFECYCLE").status,
+        FindingStatus::Pass,
+        "{:#?}",
+        j.findings
+    );
+    assert!(j.verdict.passed, "{:#?}", j.verdict);
+
+    // Seen only ended: nothing shows the task was ever live.
+    let only_ended =
+        Obs::new()
+            .stream(0, &[("TASK_STATE_COMPLETED", true)])
+            .get(1, "TASK_STATE_COMPLETED", 2);
+    let j = only_ended.judge("1.0", &[]);
+    let f = status(&j, "LC-FULL-LIFECYCLE");
+    assert_eq!(f.status, FindingStatus::Fail);
+    assert!(
+        f.message.contains("never seen in a state before its end"),
+        "{}",
+        f.message
+    );
+    assert!(!j.verdict.passed);
+}
+
+#[test]
 fn a_conformant_agent_passes_everything() {
     let j = conformant().judge("1.0", &STREAM_PUSH);
     assert!(j.verdict.passed, "{:#?}", j.verdict);
