@@ -34,7 +34,9 @@ LOG = logging.getLogger("cardgate")
 class _Entry:
     decision: Decision
     etag: str | None
-    fresh: bool
+    followed_from: int | None
+    """The event count when it was asked for, if the follower was connected then: from there on
+    every event about the callee reaches `_invalidate`; `None` when it was not."""
 
 
 class Registry:
@@ -69,7 +71,10 @@ class Registry:
             timeout=timeout,
         )
         self._entries: dict[Posture, _Entry] = {}
-        self._generation: dict[str, int] = {}
+        # Events seen, and the count at the newest one about each callee: an entry answers
+        # from memory while no event about its callee came after it was asked for.
+        self._events = 0
+        self._last_event: dict[str, int] = {}
         # The newest ledger seq known about each callee: revalidations ask for at least it, so
         # a replica that has not applied it yet cannot answer 304 with what it replaced.
         self._seen_seq: dict[str, int] = {}
@@ -156,9 +161,9 @@ class Registry:
         if self._follower is not None:
             self._follower.start()
         entry = self._entries.get(posture)
-        if entry is not None and entry.fresh and self._connected:
+        if entry is not None and self._current(entry):
             return entry.decision
-        generation = self._generation.get(entry.decision.callee_id, 0) if entry else 0
+        followed_from = self._events if self._connected else None
         headers = {"If-None-Match": entry.etag} if entry and entry.etag else {}
         query = posture.query()
         seen = self._seen_seq.get(entry.decision.callee_id) if entry else None
@@ -178,19 +183,21 @@ class Registry:
             raise RegistryUnavailableError(f"cardgate answered {response.status_code}")
         else:
             raise ValueError(f"cardgate refused the question: {_message(response)}")
-        still = self._generation.get(decision.callee_id, 0) == generation or entry is None
-        self._entries[posture] = _Entry(
-            decision, response.headers.get("ETag"), fresh=still and self._connected
-        )
+        self._entries[posture] = _Entry(decision, response.headers.get("ETag"), followed_from)
         return decision
 
+    def _current(self, entry: _Entry) -> bool:
+        """Whether `entry` still stands: followed since it was asked for, and nothing about its
+        callee happened after."""
+        since = entry.followed_from
+        last = self._last_event.get(entry.decision.callee_id, -1)
+        return self._connected and since is not None and last <= since
+
     def _invalidate(self, callee_id: str, seq: int | None = None) -> None:
-        self._generation[callee_id] = self._generation.get(callee_id, 0) + 1
+        self._events += 1
+        self._last_event[callee_id] = self._events
         if seq is not None:
             self._seen_seq[callee_id] = max(seq, self._seen_seq.get(callee_id, 0))
-        for entry in self._entries.values():
-            if entry.decision.callee_id == callee_id:
-                entry.fresh = False
 
     def _set_connected(self, connected: bool) -> None:
         self._connected = connected
