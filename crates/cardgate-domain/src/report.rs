@@ -91,6 +91,18 @@ struct Seen {
 }
 
 impl Seen {
+    /// An event of task `id` that carries no status, named by its kind.
+    fn status_less(index: usize, id: &str, kind: &str) -> Self {
+        Self {
+            index,
+            task_id: Some(id.to_string()),
+            state: None,
+            raw_state: kind.to_string(),
+            timestamp: None,
+            history_len: None,
+        }
+    }
+
     fn is_terminal(&self) -> bool {
         self.state.is_some_and(TaskState::is_terminal)
     }
@@ -127,21 +139,15 @@ fn observed(evidence: &Value) -> Result<Vec<Seen>, String> {
                     ..
                 } => (status.clone(), *history_len),
                 Event::StatusUpdate { status, .. } => (status.clone(), None),
-                Event::ArtifactUpdate { .. } | Event::Message { .. }
-                    if event.task_id().is_some() =>
-                {
-                    let kind = match event {
-                        Event::ArtifactUpdate { .. } => "artifact-update",
-                        _ => "message",
-                    };
-                    return Ok(Seen {
-                        index,
-                        task_id: event.task_id().map(str::to_string),
-                        state: None,
-                        raw_state: kind.to_string(),
-                        timestamp: None,
-                        history_len: None,
-                    });
+                Event::ArtifactUpdate {
+                    task_id: Some(id), ..
+                } => {
+                    return Ok(Seen::status_less(index, id, "artifact-update"));
+                }
+                Event::Message {
+                    task_id: Some(id), ..
+                } => {
+                    return Ok(Seen::status_less(index, id, "message"));
                 }
                 _ => return Err(format!("evidence.observed[{index}] carries no task status")),
             };
