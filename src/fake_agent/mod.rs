@@ -8,8 +8,10 @@
 //! be canceled; anything else completes at once. [`FakeAgentConfig::bearer`] puts it behind a
 //! bearer token.
 
+mod behaviour;
 mod grpc;
 
+pub use behaviour::Behaviour;
 pub use grpc::GrpcAgent;
 
 use std::collections::HashMap;
@@ -29,46 +31,8 @@ use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
 use crate::domain::card::signature::sign_card;
+use crate::domain::probe::TaskState;
 use crate::domain::time;
-
-/// How the agent misbehaves.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
-pub enum Behaviour {
-    #[default]
-    Conformant,
-    /// Terminal states carry no `status.timestamp`.
-    NoTerminalTimestamp,
-    /// Streams send the terminal state twice.
-    TwoTerminalEvents,
-    /// Streams send an event after the terminal state.
-    EventAfterTerminal,
-    /// `tasks/get` history never grows (pair with a v0.3 card advertising stateTransitionHistory).
-    StuckHistory,
-    /// Push registration answers HTTP 500.
-    PushRegistration500,
-    /// Streaming is advertised but the stream answers plain JSON.
-    StreamingPlainJson,
-    /// Tasks never reach a terminal state; streams stay open.
-    NeverFinishes,
-    /// Streams contain a frame that is not JSON.
-    MalformedSse,
-    /// Every push delivery is sent `FLOOD` times over (a flood with a valid token).
-    PushFlood,
-    /// Every call is answered only after `SLOW_ANSWER` (an agent that holds connections open).
-    SlowAnswers,
-    /// Streams never end: after the turn's events, `working` updates follow without pause
-    /// for as long as the client reads them.
-    EndlessStream,
-    /// CancelTask on a finished task is accepted: the task flips to `canceled` (HTTP 200, no
-    /// error), as some libraries do; a terminal state that does not stay terminal.
-    CancelFlipsTerminal,
-    /// A resubscription to a finished task replays its end: the task, then its terminal
-    /// status again as an update (two terminal events on one stream).
-    ResubscribeReplaysEnd,
-    /// Timestamps carry a numeric offset (`+00:00`) instead of `Z`: present and exact, spelled
-    /// against v1.0 §5.6.1.
-    OffsetTimestamps,
-}
 
 /// How long a task whose text says `slow` stays `working` before it finishes, when sent
 /// without blocking: long enough that a CancelTask sent right after always finds it live
@@ -155,6 +119,9 @@ struct Shared {
     fault_on: Mutex<Option<String>>,
     tasks: Mutex<HashMap<String, Task>>,
     pushes: Mutex<HashMap<String, Push>>,
+    /// Open resubscriptions per live task (and whether each speaks v1.0): each gets every
+    /// update until the task ends, then its stream closes.
+    watchers: Mutex<HashMap<String, Vec<Watcher>>>,
     card: Mutex<Value>,
     jwks: Value,
     key: Jwk,
@@ -162,6 +129,9 @@ struct Shared {
     config: FakeAgentConfig,
     http: reqwest::Client,
 }
+
+/// An open resubscription: where its events go, and whether it speaks v1.0.
+type Watcher = (mpsc::Sender<StreamItem>, bool);
 
 /// A running fake agent.
 pub struct FakeAgent {
@@ -179,6 +149,12 @@ enum Update {
         message: Option<&'static str>,
     },
     Artifact(String),
+}
+
+impl Update {
+    fn is_terminal(&self) -> bool {
+        matches!(self, Update::Status { state, .. } if is_terminal(state))
+    }
 }
 
 impl FakeAgent {
@@ -210,6 +186,7 @@ impl FakeAgent {
             fault_on: Mutex::new(None),
             tasks: Mutex::new(HashMap::new()),
             pushes: Mutex::new(HashMap::new()),
+            watchers: Mutex::new(HashMap::new()),
             card: Mutex::new(card),
             jwks: json!({"keys": [Value::Object(public.as_ref().clone())]}),
             key: private,
@@ -576,7 +553,7 @@ async fn call(s: Arc<Shared>, method: &str, params: &Value, v1: bool) -> Reply {
                 let follow_up = !params["message"]["taskId"].is_null();
                 let mut rest = updates.into_iter();
                 if follow_up && let Some(u) = rest.next() {
-                    apply(&s, &task_id, &u, behaviour);
+                    advance(&s, &task_id, &u, behaviour);
                 }
                 let rest: Vec<Update> = rest.collect();
                 let (s2, id2) = (s.clone(), task_id.clone());
@@ -591,14 +568,14 @@ async fn call(s: Arc<Shared>, method: &str, params: &Value, v1: bool) -> Reply {
                 tokio::spawn(async move {
                     for u in rest {
                         tokio::time::sleep(delay).await;
-                        apply(&s2, &id2, &u, behaviour);
-                        notify(&s2, &id2, &u).await;
+                        advance(&s2, &id2, &u, behaviour);
+                        notify(&s2, &id2, &u, behaviour).await;
                     }
                 });
             } else {
                 for u in &updates {
-                    apply(&s, &task_id, u, behaviour);
-                    notify(&s, &task_id, u).await;
+                    advance(&s, &task_id, u, behaviour);
+                    notify(&s, &task_id, u, behaviour).await;
                 }
             }
             let task = task_json(&s, &task_id, v1, behaviour);
@@ -626,7 +603,19 @@ async fn call(s: Arc<Shared>, method: &str, params: &Value, v1: bool) -> Reply {
             if !lock(&s.tasks).contains_key(id) {
                 return Reply::Error(-32001, "Task not found");
             }
-            Reply::Result(task_json(&s, id, v1, behaviour))
+            let mut task = task_json(&s, id, v1, behaviour);
+            let state = task["status"]["state"].as_str().unwrap_or_default();
+            if behaviour == Behaviour::GetNeverEnds
+                && TaskState::parse(state).is_some_and(|(st, _)| st.is_terminal())
+            {
+                task["status"]["state"] = if v1 {
+                    v1_state("working")
+                } else {
+                    "working".into()
+                }
+                .into();
+            }
+            Reply::Result(task)
         }
         ("CancelTask", true) | ("tasks/cancel", false) => {
             let id = params["id"].as_str().unwrap_or_default().to_string();
@@ -650,7 +639,13 @@ async fn call(s: Arc<Shared>, method: &str, params: &Value, v1: bool) -> Reply {
             if behaviour == Behaviour::CancelFlipsTerminal {
                 reopen(&s, &id);
             }
-            apply(&s, &id, &cancel, behaviour);
+            if behaviour == Behaviour::CancelNotApplied {
+                // Answered as if canceled; the task itself goes on.
+                let mut task = task_json(&s, &id, v1, behaviour);
+                task["status"] = status_json("canceled", Some(&stamp(behaviour)), v1);
+                return Reply::Result(task);
+            }
+            advance(&s, &id, &cancel, behaviour);
             Reply::Result(task_json(&s, &id, v1, behaviour))
         }
         ("SubscribeToTask", true) | ("tasks/resubscribe", false) => {
@@ -719,15 +714,18 @@ fn begin_turn(
     let mut tasks = lock(&s.tasks);
     let mut updates = Vec::new();
     let task_id = match message["taskId"].as_str() {
-        Some(id) => {
+        Some(id) if behaviour != Behaviour::FollowUpNewTask => {
             let task = tasks.get_mut(id).ok_or((-32001, "Task not found"))?;
             if is_terminal(task.state) {
-                return Err((-32004, "Task is in a terminal state"));
+                if behaviour != Behaviour::SendReopensTerminal {
+                    return Err((-32004, "Task is in a terminal state"));
+                }
+                task.state = "working";
             }
             task.history.push(message.clone());
             id.to_string()
         }
-        None => {
+        _ => {
             let id = uuid::Uuid::new_v4().to_string();
             let context_id = message["contextId"]
                 .as_str()
@@ -737,7 +735,11 @@ fn begin_turn(
                 Task {
                     id: id.clone(),
                     context_id,
-                    state: "submitted",
+                    state: if behaviour == Behaviour::OpensAtWorking {
+                        "working"
+                    } else {
+                        "submitted"
+                    },
                     timestamp: Some(stamp(behaviour)),
                     history: vec![message.clone()],
                     artifacts: Vec::new(),
@@ -747,11 +749,15 @@ fn begin_turn(
         }
     };
     let _ = v1;
-    updates.push(Update::Status {
+    let working = Update::Status {
         state: "working",
         timestamp: true,
         message: None,
-    });
+    };
+    updates.push(working.clone());
+    if behaviour == Behaviour::WorkingTwice {
+        updates.push(working);
+    }
     if behaviour == Behaviour::NeverFinishes {
         return Ok((task_id, updates));
     }
@@ -789,9 +795,12 @@ fn reopen(s: &Shared, task_id: &str) {
 
 /// SubscribeToTask / tasks/resubscribe. On a finished task a v1.0 agent answers
 /// `UnsupportedOperationError` (§3.1.6); the v0.3 side sends the task once and closes, the
-/// other answer the rules accept. A live task gets its current state, then the stream closes.
+/// other answer the rules accept. A live task gets its current state, then every update until
+/// it ends, then the stream closes.
 fn resubscribe(s: &Shared, params: &Value, v1: bool, behaviour: Behaviour) -> Reply {
     let id = params["id"].as_str().unwrap_or_default();
+    // Held while the snapshot is taken and the stream joins, so no update falls between.
+    let mut watchers = lock(&s.watchers);
     let state = match lock(&s.tasks).get(id) {
         None => return Reply::Error(-32001, "Task not found"),
         Some(t) => t.state,
@@ -799,6 +808,10 @@ fn resubscribe(s: &Shared, params: &Value, v1: bool, behaviour: Behaviour) -> Re
     let replays = behaviour == Behaviour::ResubscribeReplaysEnd;
     if v1 && is_terminal(state) && !replays {
         return Reply::Error(-32004, "Task is in a terminal state");
+    }
+    let live = !is_terminal(state);
+    if live && behaviour == Behaviour::ResubscribeLiveNotFound {
+        return Reply::Error(-32001, "Task not found");
     }
     let task = task_json(s, id, v1, behaviour);
     let mut items = vec![if v1 { json!({"task": task}) } else { task }];
@@ -810,11 +823,42 @@ fn resubscribe(s: &Shared, params: &Value, v1: bool, behaviour: Behaviour) -> Re
         };
         items.push(event_json(s, id, &end, v1));
     }
-    let (tx, rx) = mpsc::channel::<StreamItem>(items.len());
+    let (tx, rx) = mpsc::channel::<StreamItem>(64);
     for item in items {
         let _ = tx.try_send(StreamItem::Event(item));
     }
+    if live && behaviour != Behaviour::ResubscribeLiveClosesEarly {
+        watchers.entry(id.to_string()).or_default().push((tx, v1));
+    }
     Reply::Events(rx)
+}
+
+/// Applies an update to the stored task and sends it to the task's open resubscriptions;
+/// once the task has ended, they close.
+fn advance(s: &Shared, task_id: &str, update: &Update, behaviour: Behaviour) {
+    apply(s, task_id, update, behaviour);
+    let ended = lock(&s.tasks)
+        .get(task_id)
+        .is_some_and(|t| is_terminal(t.state));
+    let events = [false, true].map(|v1| event_json(s, task_id, update, v1));
+    let mut watchers = lock(&s.watchers);
+    if let Some(list) = watchers.get_mut(task_id) {
+        for (tx, v1) in list.iter() {
+            let _ = tx.try_send(StreamItem::Event(events[usize::from(*v1)].clone()));
+        }
+        if ended {
+            watchers.remove(task_id);
+        }
+    }
+}
+
+/// `event` without the status timestamp it carries (`StreamNoTimestamp`).
+fn strip_timestamp(event: &mut Value) {
+    for path in ["/statusUpdate/status", "/task/status", "/status"] {
+        if let Some(status) = event.pointer_mut(path).and_then(Value::as_object_mut) {
+            status.remove("timestamp");
+        }
+    }
 }
 
 /// Applies an update to the stored task.
@@ -917,6 +961,10 @@ fn task_json(s: &Shared, task_id: &str, v1: bool, behaviour: Behaviour) -> Value
     if !v1 {
         out["kind"] = "task".into();
     }
+    if behaviour == Behaviour::UnknownFields {
+        out["vendorTrace"] = json!({"span": "7f3a", "sampled": true});
+        out["status"]["vendorNote"] = "not an A2A field".into();
+    }
     if s.config.padding > 0 {
         out["metadata"] = json!({ "padding": "x".repeat(s.config.padding) });
     }
@@ -929,7 +977,7 @@ fn event_json(s: &Shared, task_id: &str, update: &Update, v1: bool) -> Value {
     let Some(task) = tasks.get(task_id) else {
         return Value::Null;
     };
-    match update {
+    let mut event = match update {
         Update::Status {
             state, timestamp, ..
         } => {
@@ -959,18 +1007,33 @@ fn event_json(s: &Shared, task_id: &str, update: &Update, v1: bool) -> Value {
                 json!({"kind": "artifact-update", "taskId": task.id, "contextId": task.context_id, "artifact": artifact, "lastChunk": true})
             }
         }
+    };
+    if *lock(&s.behaviour) == Behaviour::UnknownFields
+        && let Some(inner) = event
+            .as_object_mut()
+            .and_then(|o| o.values_mut().find(|v| v.is_object()))
+    {
+        inner["vendorTrace"] = json!({"span": "7f3a"});
     }
+    event
 }
 
-/// Delivers an update to the task's registered webhook, if any.
-async fn notify(s: &Shared, task_id: &str, update: &Update) {
+/// Delivers an update to the task's registered webhook, if any, as `behaviour` has it.
+async fn notify(s: &Arc<Shared>, task_id: &str, update: &Update, behaviour: Behaviour) {
     let target = lock(&s.pushes)
         .get(task_id)
         .map(|p| (p.url.clone(), p.token.clone(), p.v1));
     let Some((url, token, v1)) = target else {
         return;
     };
-    let behaviour = *lock(&s.behaviour);
+    let skipped = match behaviour {
+        Behaviour::PushNoTerminal => update.is_terminal(),
+        Behaviour::PushTerminalOnly => !update.is_terminal(),
+        _ => false,
+    };
+    if skipped {
+        return;
+    }
     let body = if v1 {
         event_json(s, task_id, update, true)
     } else {
@@ -981,15 +1044,40 @@ async fn notify(s: &Shared, task_id: &str, update: &Update) {
     } else {
         1
     };
-    for _ in 0..copies {
-        let _ = s
-            .http
+    let header = if behaviour == Behaviour::TokenInOwnHeader {
+        "X-Push-Token"
+    } else {
+        "X-A2A-Notification-Token"
+    };
+    let post = |body: &Value| {
+        s.http
             .post(&url)
-            .header("X-A2A-Notification-Token", &token)
-            .json(&body)
+            .header(header, &token)
+            .json(body)
             .timeout(Duration::from_secs(5))
-            .send()
-            .await;
+    };
+    if behaviour == Behaviour::PushOutOfOrder {
+        // Live states are held back, and the last one goes out after the end.
+        if update.is_terminal() {
+            let _ = post(&body).send().await;
+            let working = Update::Status {
+                state: "working",
+                timestamp: true,
+                message: None,
+            };
+            let held = if v1 {
+                event_json(s, task_id, &working, true)
+            } else {
+                let mut task = task_json(s, task_id, false, behaviour);
+                task["status"]["state"] = "working".into();
+                task
+            };
+            let _ = post(&held).send().await;
+        }
+        return;
+    }
+    for _ in 0..copies {
+        let _ = post(&body).send().await;
     }
 }
 
@@ -1016,14 +1104,23 @@ fn events(
     tokio::spawn(async move {
         if is_new {
             let task = task_json(&s, &task_id, v1, behaviour);
-            let task = if v1 { json!({"task": task}) } else { task };
+            let mut task = if v1 { json!({"task": task}) } else { task };
+            if behaviour == Behaviour::StreamNoTimestamp {
+                strip_timestamp(&mut task);
+            }
             let _ = tx.send(StreamItem::Event(task)).await;
         }
         for (i, u) in updates.iter().enumerate() {
             tokio::time::sleep(s.config.step_delay).await;
-            apply(&s, &task_id, u, behaviour);
-            let event = event_json(&s, &task_id, u, v1);
-            notify(&s, &task_id, u).await;
+            advance(&s, &task_id, u, behaviour);
+            let mut event = event_json(&s, &task_id, u, v1);
+            notify(&s, &task_id, u, behaviour).await;
+            if behaviour == Behaviour::StreamCutBeforeEnd && u.is_terminal() {
+                return;
+            }
+            if behaviour == Behaviour::StreamNoTimestamp {
+                strip_timestamp(&mut event);
+            }
             if tx.send(StreamItem::Event(event)).await.is_err() {
                 return;
             }
