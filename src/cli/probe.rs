@@ -25,7 +25,7 @@ use crate::domain::capability::CapabilityOutcome;
 use crate::domain::card::{Assessment, NormalizedCard};
 use crate::domain::credential::Credential;
 use crate::domain::probe::PushDelivery;
-use crate::domain::probe::{FindingStatus, ProbeScript};
+use crate::domain::probe::{Finding, FindingStatus, ProbeScript};
 use crate::domain::time;
 use crate::domain::version::ProtocolVersion;
 use crate::remote::Outbound;
@@ -88,6 +88,13 @@ pub struct ProbeArgs {
     #[arg(long, default_value_t = 60, value_parser = clap::value_parser!(u64).range(1..=3600))]
     pub deadline_secs: u64,
 
+    /// Seconds of quiet the wait for the push task's terminal delivery lasts: each delivery
+    /// that arrives starts it again, within the cycle's deadline.
+    #[arg(long, env = "CARDGATE_PUSH_WAIT_SECS",
+          default_value_t = ProbeSettings::default().push_wait.as_secs(),
+          value_parser = clap::value_parser!(u64).range(1..=3600))]
+    pub push_wait_secs: u64,
+
     /// Where the temporary push webhook listens.
     #[arg(long, default_value = "127.0.0.1:0")]
     pub webhook_listen: SocketAddr,
@@ -140,7 +147,7 @@ async fn receive(
 ) -> StatusCode {
     let delivery = PushDelivery {
         received_at: time::now(),
-        headers: crate::http::hooks::delivery_headers(&headers),
+        headers: crate::http::hooks::delivery_headers(&headers, &token),
         body: body.to_vec(),
     };
     let mut all = inbox
@@ -229,6 +236,7 @@ async fn run_inner(args: ProbeArgs) -> Result<ExitCode, String> {
     let settings = ProbeSettings {
         public_url: Some(webhook.base.clone()),
         deadline: std::time::Duration::from_secs(args.deadline_secs),
+        push_wait: std::time::Duration::from_secs(args.push_wait_secs),
         ..ProbeSettings::default()
     };
     let mut reports = Vec::new();
@@ -400,7 +408,7 @@ fn junit_cases(reports: &[(ProtocolVersion, Report)]) -> Vec<junit::Case> {
                 outcome: match f.status {
                     FindingStatus::Pass => junit::Outcome::Passed,
                     FindingStatus::Fail => junit::Outcome::Failed {
-                        message: f.message.clone(),
+                        message: format!("{} [source: {}]", f.message, f.code.source()),
                     },
                     FindingStatus::NotExercised => junit::Outcome::Skipped {
                         message: f.message.clone(),
@@ -419,6 +427,13 @@ fn junit_cases(reports: &[(ProtocolVersion, Report)]) -> Vec<junit::Case> {
     cases
 }
 
+/// A finding as the JSON report gives it: with the source its rule enforces.
+fn finding_json(f: &Finding) -> Value {
+    let mut out = json!(f);
+    out["source"] = f.code.source().into();
+    out
+}
+
 /// The `--json` report.
 fn print_json(url: &str, assessment: &Assessment, reports: &[(ProtocolVersion, Report)]) {
     let subjects: Vec<Value> = reports
@@ -430,7 +445,7 @@ fn print_json(url: &str, assessment: &Assessment, reports: &[(ProtocolVersion, R
                 "would_promote": o.judgement.verdict.passed,
                 "verdict": o.judgement.verdict,
                 "capabilities": o.judgement.capabilities,
-                "findings": o.judgement.findings,
+                "findings": o.judgement.findings.iter().map(finding_json).collect::<Vec<_>>(),
                 "transitions": o.observations.transitions,
             }),
             Err(why) => json!({"protocol_version": version.to_string(), "would_promote": false, "error": why}),
@@ -510,6 +525,9 @@ fn print_report(url: &str, signature: &str, reports: &[(ProtocolVersion, Report)
                 .map(|t| format!(" [demotes: {}]", t.as_str()))
                 .unwrap_or_default();
             println!("    {mark} {:<26} {}{trigger}", f.code, f.message);
+            if f.status == FindingStatus::Fail {
+                println!("         {:<26} source: {}", "", f.code.source());
+            }
         }
         if !o.judgement.verdict.reasons.is_empty() {
             println!("  why not promoted:");

@@ -204,15 +204,30 @@ impl utoipa::PartialSchema for RuleCode {
     fn schema() -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
         utoipa::openapi::ObjectBuilder::new()
             .schema_type(utoipa::openapi::schema::Type::String)
-            .description(Some(
-                "A probe rule's stable code (README, \"What a probe checks\").",
-            ))
+            .description(Some(rule_codes_description()))
             .enum_values(Some(Rule::ALL.iter().map(|r| r.code())))
             .into()
     }
 }
 
 impl ToSchema for RuleCode {}
+
+/// The codes' description: each rule with what it checks and the spec section or ACTS
+/// requirement it enforces ("registry policy" where cardgate asks for more than the spec).
+fn rule_codes_description() -> String {
+    let mut out = String::from(
+        "A probe rule's stable code (README, \"What a probe checks\"), with the source it enforces:\n",
+    );
+    for rule in Rule::ALL {
+        out.push_str(&format!(
+            "- `{}`: {} ({})\n",
+            rule.code(),
+            rule.summary(),
+            rule.source()
+        ));
+    }
+    out
+}
 
 #[cfg(test)]
 mod tests;

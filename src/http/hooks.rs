@@ -33,7 +33,7 @@ pub(crate) async fn receive_push(
     if token.len() > 128 || !token.bytes().all(|b| b.is_ascii_hexdigit()) {
         return Err(unknown());
     }
-    let kept = delivery_headers(&headers);
+    let kept = delivery_headers(&headers, &token);
     match probe::receive_push(
         &app.services.store,
         &app.services.probe,
@@ -53,19 +53,33 @@ pub(crate) async fn receive_push(
     }
 }
 
-/// The headers of a delivery worth keeping as evidence (the cycle reads the token from them).
-pub(crate) fn delivery_headers(headers: &HeaderMap) -> Value {
-    let mut kept = serde_json::Map::new();
-    for name in [
+/// The headers of a delivery worth keeping as evidence (the cycle reads the token from them):
+/// the standard ones, and the first other header that carries the run's `token`, since the
+/// spec lets an agent put it in one "or similar" (PUSH-TOKEN says where it went).
+pub(crate) fn delivery_headers(headers: &HeaderMap, token: &str) -> Value {
+    const STANDARD: [&str; 5] = [
         "content-type",
         "x-a2a-notification-token",
         "authorization",
         "user-agent",
         "a2a-version",
-    ] {
+    ];
+    let mut kept = serde_json::Map::new();
+    for name in STANDARD {
         if let Some(v) = headers.get(name).and_then(|v| v.to_str().ok()) {
             kept.insert(name.into(), v.into());
         }
+    }
+    let elsewhere = headers.iter().find(|(name, value)| {
+        !STANDARD.contains(&name.as_str())
+            && value
+                .to_str()
+                .is_ok_and(|v| v.len() <= 512 && v.contains(token))
+    });
+    if let Some((name, value)) = elsewhere
+        && let Ok(value) = value.to_str()
+    {
+        kept.insert(name.as_str().into(), value.into());
     }
     Value::Object(kept)
 }

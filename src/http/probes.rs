@@ -164,6 +164,9 @@ pub(crate) struct FindingView {
     pub message: String,
     /// The demotion class a failure triggers.
     pub trigger: Option<DemotionClassView>,
+    /// What the rule enforces: the A2A spec section and ACTS requirement, or "registry
+    /// policy" where cardgate asks for more than the spec.
+    pub source: &'static str,
 }
 
 #[derive(Debug, Serialize, ToSchema)]
@@ -232,6 +235,7 @@ impl From<&Finding> for FindingView {
             status: (&f.status).into(),
             message: f.message.clone(),
             trigger: f.trigger.as_ref().map(Into::into),
+            source: f.code.source(),
         }
     }
 }

@@ -26,7 +26,7 @@ pub(crate) async fn cardgate_probe_with(args: &[&str], env: &[(&str, &str)]) -> 
 }
 
 /// `cardgate probe … --json`: asserts the exit code and returns the report it printed.
-async fn json_report(args: &[&str], exit: i32) -> Value {
+pub(crate) async fn json_report(args: &[&str], exit: i32) -> Value {
     let out = cardgate_probe(args).await;
     assert_eq!(
         out.status.code(),

@@ -68,12 +68,15 @@ async fn a_grpc_only_agent_is_promoted_and_its_exchanges_read_like_json_rpc(db: 
         finding(&run, "LC-CANCEL")
     );
     assert_eq!(finding(&run, "LC-TIMESTAMP-FORMAT")["status"], "pass");
+    // A message to the ended task is refused as gRPC says UnsupportedOperationError.
+    let send = finding(&run, "LC-TERMINAL-SEND");
+    assert_eq!(send["status"], "pass", "{send:#}");
 
     // Evidence: each call named by its gRPC method, its messages as proto3 JSON, its status.
     let exchanges = run["exchanges"].as_array().unwrap();
     let send = exchanges
         .iter()
-        .find(|e| e["method"] == "lf.a2a.v1.A2AService/SendMessage")
+        .find(|e| e["method"] == "lf.a2a.v1.A2AService/SendMessage" && e["step"] == "push")
         .unwrap_or_else(|| panic!("no SendMessage in {exchanges:#?}"));
     assert_eq!(send["grpc"]["status"], "OK", "{send:#}");
     assert_eq!(send["request"]["message"]["role"], "ROLE_USER", "{send:#}");

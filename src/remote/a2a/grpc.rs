@@ -6,7 +6,7 @@ use tokio::time::Instant;
 use url::Url;
 
 use super::transcript::Ended;
-use super::{Answer, Ctx, EventReader, NOT_CANCELABLE_REASON, Op, Streamed};
+use super::{A2aError, Answer, Ctx, EventReader, Op, Streamed};
 use crate::remote::grpc_transport::{
     self as wire, GrpcTransport, Method, Reply, StreamBounds, StreamKind,
 };
@@ -142,11 +142,9 @@ fn timed_out(ctx: &mut Ctx<'_>, call: u32, started: Instant) -> Answer {
     Answer::Broken(e)
 }
 
-/// Whether an error is `TaskNotCancelableError`: `FAILED_PRECONDITION` with the reason
-/// `TASK_NOT_CANCELABLE`.
-pub(super) fn not_cancelable(code: i64, message: &str) -> bool {
-    code == i64::from(tonic::Code::FailedPrecondition as i32)
-        && message.contains(NOT_CANCELABLE_REASON)
+/// Whether an error is `error`: `FAILED_PRECONDITION` with its reason.
+pub(super) fn refused_as(error: A2aError, code: i64, message: &str) -> bool {
+    code == i64::from(tonic::Code::FailedPrecondition as i32) && message.contains(error.reason())
 }
 
 fn unary_method(op: &Op) -> Option<Method> {

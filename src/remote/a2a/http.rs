@@ -9,7 +9,7 @@ use url::Url;
 
 use super::dialect::Dialect;
 use super::transcript::Ended;
-use super::{Answer, Ctx, EventReader, Op, Streamed, jsonrpc, rest};
+use super::{A2aError, Answer, Ctx, EventReader, Op, Streamed, jsonrpc, rest};
 use crate::remote::presentation::{Authenticator, identity_refused};
 use crate::remote::sse::{Frame, SseLimits, SseReader};
 use crate::remote::{FetchError, Outbound, read_capped};
@@ -143,11 +143,11 @@ impl HttpTransport {
         }
     }
 
-    /// Whether an error answer is this binding's form of `TaskNotCancelableError`.
-    pub(super) fn not_cancelable(&self, code: i64, message: &str) -> bool {
+    /// Whether an error answer is this binding's form of `error`.
+    pub(super) fn refused_as(&self, error: A2aError, code: i64, message: &str) -> bool {
         match self.framing {
-            Framing::JsonRpc(_) => jsonrpc::not_cancelable(code),
-            Framing::Rest => rest::not_cancelable(code, message),
+            Framing::JsonRpc(_) => jsonrpc::refused_as(error, code),
+            Framing::Rest => rest::refused_as(error, code, message),
         }
     }
 

@@ -42,7 +42,7 @@ pub(super) fn answer(status: u16, body: &Value) -> Answer {
     ))
 }
 
-/// Whether an error is `TaskNotCancelableError` (-32002).
-pub(super) fn not_cancelable(code: i64) -> bool {
-    code == -32002
+/// Whether an error is `error`, by its code.
+pub(super) fn refused_as(error: super::A2aError, code: i64) -> bool {
+    code == error.code()
 }

@@ -222,8 +222,31 @@ fn agent_words(body: &Value) -> String {
         .unwrap_or_default()
 }
 
-/// The `ErrorInfo` reason of `TaskNotCancelableError` on the bindings that carry one.
-const NOT_CANCELABLE_REASON: &str = "(TASK_NOT_CANCELABLE)";
+/// The A2A errors whose exact form a rule asks for (A2A v1.0 §5.4): a refusal in another
+/// shape is still a refusal, but not the one the spec names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum A2aError {
+    TaskNotCancelable,
+    UnsupportedOperation,
+}
+
+impl A2aError {
+    /// Its JSON-RPC code.
+    fn code(self) -> i64 {
+        match self {
+            A2aError::TaskNotCancelable => -32002,
+            A2aError::UnsupportedOperation => -32004,
+        }
+    }
+
+    /// Its `ErrorInfo` reason, as the bindings that carry one put it in an error's message.
+    fn reason(self) -> &'static str {
+        match self {
+            A2aError::TaskNotCancelable => "(TASK_NOT_CANCELABLE)",
+            A2aError::UnsupportedOperation => "(UNSUPPORTED_OPERATION)",
+        }
+    }
+}
 
 /// How calls travel, chosen once from the wire.
 enum Transport {
@@ -443,13 +466,13 @@ impl A2aClient {
             .await
     }
 
-    /// Whether an error answer is the binding's form of `TaskNotCancelableError`: JSON-RPC
-    /// -32002; gRPC `FAILED_PRECONDITION` and HTTP+JSON 400, each with the reason
-    /// `TASK_NOT_CANCELABLE` (A2A v1.0 §5.4).
-    pub fn refused_as_not_cancelable(&self, code: i64, message: &str) -> bool {
+    /// Whether an error answer is the binding's form of `error`: its JSON-RPC code; gRPC
+    /// `FAILED_PRECONDITION` and HTTP+JSON 400, each with its `ErrorInfo` reason (A2A v1.0
+    /// §5.4).
+    pub fn refused_as(&self, error: A2aError, code: i64, message: &str) -> bool {
         match &self.transport {
-            Transport::Http(http) => http.not_cancelable(code, message),
-            Transport::Grpc(_) => grpc::not_cancelable(code, message),
+            Transport::Http(http) => http.refused_as(error, code, message),
+            Transport::Grpc(_) => grpc::refused_as(error, code, message),
         }
     }
 

@@ -66,9 +66,9 @@ pub(super) fn answer(status: u16, body: &Value) -> Answer {
     }
 }
 
-/// Whether an error is `TaskNotCancelableError`: 400 with the reason `TASK_NOT_CANCELABLE`.
-pub(super) fn not_cancelable(code: i64, message: &str) -> bool {
-    code == 400 && message.contains(super::NOT_CANCELABLE_REASON)
+/// Whether an error is `error`: 400 with its reason.
+pub(super) fn refused_as(error: super::A2aError, code: i64, message: &str) -> bool {
+    code == 400 && message.contains(error.reason())
 }
 
 fn encode(segment: &str) -> String {

@@ -14,16 +14,29 @@ use serde_json::Value;
 use tokio::time::Instant;
 use url::Url;
 
-use super::{ProbeSettings, Progress, PushInbox};
+use super::{InboxDelivery, ProbeSettings, Progress, PushInbox};
 use crate::domain::capability::Capability;
 use crate::domain::probe::events::{Event, classify};
 use crate::domain::probe::{
-    AfterEnd, EndedCancel, EndedResubscribe, Observations, ProbeScript, PushRun, Source, StreamEnd,
-    StreamRun, TaskIds, TaskRole, TaskState, Transition,
+    AfterEnd, EndedCancel, EndedResubscribe, EndedSend, LiveOutcome, LiveResubscribe, Observations,
+    ProbeScript, PushRun, Source, StreamEnd, StreamRun, TaskIds, TaskRole, TaskState, Transition,
 };
 use crate::domain::time;
-use crate::remote::a2a::{A2aClient, Answer, Outgoing, Streamed};
+use crate::remote::a2a::{A2aClient, A2aError, Answer, EventReader, Outgoing, Streamed};
 use crate::remote::sse::{Frame, StreamStop};
+
+/// Why a wait for push deliveries ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Settled {
+    /// The push task's terminal state was delivered.
+    Terminal,
+    /// An interrupted state was delivered during the wait: the turn ended there.
+    Interrupted,
+    /// The push wait passed with nothing new: what did not arrive is the agent's.
+    Quiet,
+    /// The cycle's deadline came first: what did not arrive was not waited for.
+    Deadline,
+}
 
 /// What the cycle needs to know about its target.
 pub struct Target<'a> {
@@ -39,6 +52,17 @@ pub struct Cycle<'a> {
     progress: &'a dyn Progress,
     obs: Observations,
     deadline: Instant,
+}
+
+/// A resubscription opened on a live task, its first event read, left open while the probe
+/// moves the task on (a follow-up, a cancel); [`Cycle::finish_live`] reads the rest.
+struct LiveStream {
+    role: TaskRole,
+    state: TaskState,
+    reader: Box<EventReader>,
+    run: StreamRun,
+    started: Instant,
+    first_is_task: bool,
 }
 
 impl<'a> Cycle<'a> {
@@ -74,8 +98,10 @@ impl<'a> Cycle<'a> {
         if let Some(text) = &target.script.cancel_message
             && self.client.refused().is_none()
         {
-            self.cancel(text).await;
+            let streaming = target.advertised.contains(&Capability::Streaming);
+            self.cancel(text, streaming).await;
         }
+        self.late_deliveries(target, inbox).await;
         self.obs
     }
 
@@ -184,7 +210,18 @@ impl<'a> Cycle<'a> {
         }
     }
 
+    /// The lifecycle task, turn by turn. Where the card offers streaming, the first
+    /// interrupted turn is also resubscribed to before its follow-up, and that resubscription
+    /// is read to its end once the turns are done.
     async fn lifecycle(&mut self, target: &Target<'_>) {
+        let mut live = None;
+        self.lifecycle_turns(target, &mut live).await;
+        if let Some(live) = live {
+            self.finish_live(live).await;
+        }
+    }
+
+    async fn lifecycle_turns(&mut self, target: &Target<'_>, live: &mut Option<LiveStream>) {
         let streaming = target.advertised.contains(&Capability::Streaming);
         let history = target
             .advertised
@@ -228,6 +265,9 @@ impl<'a> Cycle<'a> {
             match self.last_state(TaskRole::Lifecycle) {
                 Some(s) if s.is_interrupted() => match follow_ups.next() {
                     Some(next) => {
+                        if streaming && live.is_none() {
+                            *live = self.open_live(TaskRole::Lifecycle, s).await;
+                        }
                         self.step(format!(
                             "  {s}: follow-up `{next}` with taskId and contextId"
                         ));
@@ -299,10 +339,7 @@ impl<'a> Cycle<'a> {
         let call = run.call;
         if let StreamStop::Malformed(e) = &end {
             run.malformed_frames += 1;
-            self.problem(
-                TaskRole::Lifecycle,
-                format!("stream {call}: malformed frame: {e}"),
-            );
+            self.problem(run.role, format!("stream {call}: malformed frame: {e}"));
         }
         run.end = stream_end(end);
         self.client
@@ -328,7 +365,7 @@ impl<'a> Cycle<'a> {
         match self.client.frame_result(frame) {
             Answer::Result(value) => {
                 if self
-                    .observe(TaskRole::Lifecycle, Source::Stream, call, &value)
+                    .observe(run.role, Source::Stream, call, &value)
                     .is_none()
                 {
                     run.malformed_frames += 1;
@@ -342,16 +379,13 @@ impl<'a> Cycle<'a> {
             }
             Answer::Error { code, message } => {
                 self.problem(
-                    TaskRole::Lifecycle,
+                    run.role,
                     format!("stream {call} sent error {code}: {message}"),
                 );
             }
             Answer::Broken(e) => {
                 run.malformed_frames += 1;
-                self.problem(
-                    TaskRole::Lifecycle,
-                    format!("stream {call}: malformed frame: {e}"),
-                );
+                self.problem(run.role, format!("stream {call}: malformed frame: {e}"));
             }
         }
     }
@@ -440,7 +474,10 @@ impl<'a> Cycle<'a> {
             }
             Answer::Error { code, message } => {
                 self.step(format!("  refused: {code}: {message}"));
-                if self.client.refused_as_not_cancelable(code, &message) {
+                if self
+                    .client
+                    .refused_as(A2aError::TaskNotCancelable, code, &message)
+                {
                     EndedCancel::NotCancelable { code, message }
                 } else {
                     EndedCancel::Refused { code, message }
@@ -449,6 +486,7 @@ impl<'a> Cycle<'a> {
             Answer::Broken(error) => EndedCancel::NoAnswer { error },
         };
         self.get(TaskRole::Lifecycle, "ended: GetTask").await;
+        let send = self.send_to_ended(target, &task_id).await;
         let resubscribe = if !target.advertised.contains(&Capability::Streaming) {
             EndedResubscribe::NotTried {
                 reason: "the card does not offer streaming, so there is nothing to resubscribe to"
@@ -464,8 +502,67 @@ impl<'a> Cycle<'a> {
         self.obs.after_end = Some(AfterEnd {
             from_call,
             cancel,
+            send,
             resubscribe,
         });
+    }
+
+    /// Sends the script's first message again, to the ended task (a caller's retry or
+    /// follow-up), then reads the task once more: the message must be refused, and the task
+    /// must not have moved (a re-opened task shows in that GetTask, or in the answer).
+    async fn send_to_ended(&mut self, target: &Target<'_>, task_id: &str) -> Option<EndedSend> {
+        if self.out_of_time() {
+            return None;
+        }
+        self.step("ended task: a message to it must be refused".into());
+        let context_id = self.ids(TaskRole::Lifecycle).context_id;
+        let out = Outgoing {
+            text: &target.script.message,
+            task_id: Some(task_id),
+            context_id: context_id.as_deref(),
+            non_blocking: true,
+            webhook: None,
+        };
+        let (call, answer) = self.client.send("ended: send", &out).await;
+        let send = match answer {
+            // The ended task itself answered: what it shows is among its transitions.
+            Answer::Result(value)
+                if classify(&value).is_ok_and(|event| event.task_id() == Some(task_id)) =>
+            {
+                self.step("  accepted".into());
+                self.observe(TaskRole::Lifecycle, Source::Response, call, &value);
+                EndedSend::Answered { call }
+            }
+            // Accepted as something else (a new task, a bare message): the ended task did not
+            // move, so this answer is not one of its states.
+            Answer::Result(value) => {
+                let what = match classify(&value) {
+                    Ok(Event::Task { id, .. }) => {
+                        format!("a new task {}", id.as_deref().unwrap_or("without an id"))
+                    }
+                    Ok(Event::Message { .. }) => "a message".into(),
+                    Ok(_) => "an event".into(),
+                    Err(e) => format!("an answer that is not A2A ({e})"),
+                };
+                self.step(format!("  accepted, answered with {what}"));
+                EndedSend::Elsewhere { call, what }
+            }
+            Answer::Error { code, message } => {
+                self.step(format!("  refused: {code}: {message}"));
+                if self
+                    .client
+                    .refused_as(A2aError::UnsupportedOperation, code, &message)
+                {
+                    EndedSend::Unsupported { code, message }
+                } else {
+                    EndedSend::Refused { code, message }
+                }
+            }
+            Answer::Broken(error) => EndedSend::NoAnswer { error },
+        };
+        self.get(TaskRole::Lifecycle, "ended: GetTask after the message")
+            .await;
+        Some(send)
     }
 
     /// Resubscribes to the ended task and reads what comes, for a short while at most: a
@@ -531,6 +628,119 @@ impl<'a> Cycle<'a> {
         }
     }
 
+    /// Resubscribes to the live task of `role`, last seen in `state`, and reads the first
+    /// event, as a caller whose stream dropped would: the stream is left open for
+    /// [`Self::finish_live`]. A refusal, or no stream at all, is recorded at once.
+    async fn open_live(&mut self, role: TaskRole, state: TaskState) -> Option<LiveStream> {
+        let task_id = self.ids(role).task_id?;
+        if self.out_of_time() {
+            return None;
+        }
+        self.step(format!(
+            "  {state}: resubscribe to the live task, as a caller whose stream dropped would"
+        ));
+        let started = Instant::now();
+        let step = format!("{role:?}: resubscribe (live)").to_lowercase();
+        let refused = |outcome| LiveResubscribe {
+            role,
+            state,
+            outcome,
+        };
+        let (call, mut reader, content_type) =
+            match self.client.subscribe(&step, &task_id, self.deadline).await {
+                Streamed::Plain { answer, .. } => {
+                    let outcome = match answer {
+                        Answer::Error { code, message } => LiveOutcome::Refused { code, message },
+                        Answer::Broken(error) => LiveOutcome::NoAnswer { error },
+                        Answer::Result(_) => LiveOutcome::NoAnswer {
+                            error: "answered with a plain result instead of an event stream".into(),
+                        },
+                    };
+                    self.step(format!("  resubscription: {outcome:?}"));
+                    self.obs.live_resubscribes.push(refused(outcome));
+                    return None;
+                }
+                Streamed::Events {
+                    call,
+                    reader,
+                    content_type,
+                } => (call, reader, content_type),
+            };
+        let mut run = lifecycle_stream(call, true, content_type);
+        run.role = role;
+        run.resubscribe = true;
+        let first = match reader.next().await {
+            Ok(frame) => frame,
+            Err(end) => {
+                self.stream_ended(&mut run, end, started, "live resubscription");
+                self.obs.streams.push(run);
+                let outcome = LiveOutcome::Streamed {
+                    call,
+                    first_is_task: false,
+                };
+                self.obs.live_resubscribes.push(refused(outcome));
+                return None;
+            }
+        };
+        let first_is_task = match self.client.frame_result(&first) {
+            // An error sent as an event (the JS SDK refuses so) is a refusal.
+            Answer::Error { code, message } => {
+                self.client.record_frame(call, &first);
+                self.stream_ended(&mut run, StreamStop::Closed, started, "live resubscription");
+                self.obs.streams.push(run);
+                let outcome = LiveOutcome::Refused { code, message };
+                self.obs.live_resubscribes.push(refused(outcome));
+                return None;
+            }
+            Answer::Result(value) => matches!(classify(&value), Ok(Event::Task { .. })),
+            Answer::Broken(_) => false,
+        };
+        self.stream_frame(&mut run, &first, false).await;
+        Some(LiveStream {
+            role,
+            state,
+            reader,
+            run,
+            started,
+            first_is_task,
+        })
+    }
+
+    /// Reads a live resubscription to its end, once the probe has moved its task on. A task
+    /// that ended gets [`ProbeSettings::live_resubscribe_wait`] for its end to reach the
+    /// stream and the stream to close; the wait ends as soon as it does.
+    async fn finish_live(&mut self, live: LiveStream) {
+        let LiveStream {
+            role,
+            state,
+            mut reader,
+            mut run,
+            started,
+            first_is_task,
+        } = live;
+        let bound = self
+            .deadline
+            .min(Instant::now() + self.settings.live_resubscribe_wait);
+        let end = loop {
+            match tokio::time::timeout_at(bound, reader.next()).await {
+                Ok(Ok(frame)) => self.stream_frame(&mut run, &frame, false).await,
+                Ok(Err(end)) => break end,
+                Err(_) => break StreamStop::Deadline,
+            }
+        };
+        self.stream_ended(&mut run, end, started, "live resubscription");
+        let call = run.call;
+        self.obs.streams.push(run);
+        self.obs.live_resubscribes.push(LiveResubscribe {
+            role,
+            state,
+            outcome: LiveOutcome::Streamed {
+                call,
+                first_is_task,
+            },
+        });
+    }
+
     async fn push(&mut self, target: &Target<'_>, inbox: &dyn PushInbox) {
         let Some((url, token)) = &target.push else {
             self.obs.push = Some(PushRun {
@@ -587,15 +797,30 @@ impl<'a> Cycle<'a> {
         started: Instant,
     ) {
         let mut follow_ups = target.script.follow_ups.iter();
+        let mut turn_may_end = true;
         loop {
-            self.await_deliveries(run, token, inbox, started).await;
+            let settled = self
+                .await_deliveries(run, token, inbox, started, turn_may_end)
+                .await;
             let state = self.get(TaskRole::Push, "push: GetTask").await;
-            let Some(s) = state.filter(|s| s.is_interrupted()) else {
-                break;
+            let s = match state {
+                Some(s) if s.is_interrupted() => s,
+                // The interrupted delivery was a late copy of an earlier turn's (deliveries
+                // may take seconds, and some agents send a turn's end twice): the task has
+                // moved on, so wait for its end, not for another turn.
+                Some(s) if settled == Settled::Interrupted && !self.push_terminal_delivered() => {
+                    self.step(format!(
+                        "  {s}: a late delivery of an earlier turn; waiting on"
+                    ));
+                    turn_may_end = false;
+                    continue;
+                }
+                _ => break,
             };
             let Some(next) = follow_ups.next() else {
                 break;
             };
+            turn_may_end = true;
             self.step(format!("  {s}: follow-up `{next}`"));
             let ids = self.ids(TaskRole::Push);
             let out = Outgoing {
@@ -668,7 +893,8 @@ impl<'a> Cycle<'a> {
         token: &str,
         inbox: &dyn PushInbox,
         started: Instant,
-    ) {
+        turn_may_end: bool,
+    ) -> Settled {
         let mut window = Instant::now() + self.settings.push_wait;
         let first_new = self.obs.transitions.len();
         loop {
@@ -676,58 +902,104 @@ impl<'a> Cycle<'a> {
             if !arrived.is_empty() {
                 window = window.max(Instant::now() + self.settings.push_wait);
             }
-            for delivery in arrived {
-                run.deliveries += 1;
-                if !delivery.token_matches {
-                    run.deliveries_without_token += 1;
-                }
-                let call = 1000 + run.deliveries as u32;
-                match serde_json::from_slice::<Value>(&delivery.body) {
-                    Ok(body) => {
-                        if self
-                            .observe(TaskRole::Push, Source::Push, call, &body)
-                            .is_none()
-                        {
-                            run.malformed_deliveries += 1;
-                        }
-                    }
-                    Err(_) => {
-                        run.malformed_deliveries += 1;
-                        self.problem(
-                            TaskRole::Push,
-                            format!("push delivery {} is not JSON", run.deliveries),
-                        );
-                    }
-                }
-            }
-            // Settled: the terminal state was delivered (at any time), or an interrupted one
-            // during this wait (the caller then sends a follow-up and waits again).
+            self.take_deliveries(run, arrived);
+            // Settled: the terminal state was delivered (at any time), or, when the turn may
+            // end there, an interrupted one during this wait (the caller then reads the task,
+            // sends a follow-up and waits again).
             let delivered = |t: &&Transition| t.role == TaskRole::Push && t.source == Source::Push;
-            let terminal = self
-                .obs
-                .transitions
-                .iter()
-                .filter(delivered)
-                .any(|t| t.state.is_terminal())
-                || self.obs.transitions[first_new..]
+            let settled = if self.push_terminal_delivered() {
+                Some(Settled::Terminal)
+            } else if turn_may_end
+                && self.obs.transitions[first_new..]
                     .iter()
                     .filter(delivered)
-                    .any(|t| t.state.is_interrupted());
+                    .any(|t| t.state.is_interrupted())
+            {
+                Some(Settled::Interrupted)
+            } else {
+                None
+            };
             let now = Instant::now();
-            if terminal || now >= window || now >= self.deadline {
-                run.waited_ms = started.elapsed().as_millis() as u64;
-                run.wait_cut_short = !terminal && now < window;
-                self.step(format!(
-                    "  {} deliveries in {} ms",
-                    run.deliveries, run.waited_ms
-                ));
-                return;
-            }
-            tokio::time::sleep(Duration::from_millis(50)).await;
+            let settled = match settled {
+                Some(settled) => settled,
+                None if now >= window => Settled::Quiet,
+                None if now >= self.deadline => Settled::Deadline,
+                None => {
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    continue;
+                }
+            };
+            run.waited_ms = started.elapsed().as_millis() as u64;
+            run.wait_cut_short = settled == Settled::Deadline;
+            self.step(format!(
+                "  {} deliveries in {} ms",
+                run.deliveries, run.waited_ms
+            ));
+            return settled;
         }
     }
 
-    async fn cancel(&mut self, text: &str) {
+    /// Whether the push task's terminal state reached the webhook.
+    fn push_terminal_delivered(&self) -> bool {
+        self.obs
+            .transitions
+            .iter()
+            .any(|t| t.role == TaskRole::Push && t.source == Source::Push && t.state.is_terminal())
+    }
+
+    /// The cancel scenario: a task started without blocking, resubscribed to while it is live
+    /// (where the card offers streaming), then canceled. The task is read after the cancel
+    /// and once more after the resubscription ended: a cancel answered `canceled` must hold.
+    /// Observes deliveries that reached the run's webhook, in the order they arrived.
+    fn take_deliveries(&mut self, run: &mut PushRun, arrived: Vec<InboxDelivery>) {
+        for delivery in arrived {
+            run.deliveries += 1;
+            if !delivery.token_matches {
+                run.deliveries_without_token += 1;
+            }
+            if let Some(header) = delivery.token_header {
+                run.deliveries_token_elsewhere += 1;
+                run.token_header.get_or_insert(header);
+            }
+            let call = 1000 + run.deliveries as u32;
+            match serde_json::from_slice::<Value>(&delivery.body) {
+                Ok(body) => {
+                    if self
+                        .observe(TaskRole::Push, Source::Push, call, &body)
+                        .is_none()
+                    {
+                        run.malformed_deliveries += 1;
+                    }
+                }
+                Err(_) => {
+                    run.malformed_deliveries += 1;
+                    self.problem(
+                        TaskRole::Push,
+                        format!("push delivery {} is not JSON", run.deliveries),
+                    );
+                }
+            }
+        }
+    }
+
+    /// Deliveries that arrived after the wait for the terminal one ended, read once at the
+    /// cycle's end without waiting: a live state delivered after the end is evidence too
+    /// (pushes out of order), and costs nothing to collect.
+    async fn late_deliveries(&mut self, target: &Target<'_>, inbox: &dyn PushInbox) {
+        let (Some((_, token)), Some(mut run)) = (&target.push, self.obs.push.take()) else {
+            return;
+        };
+        if run.skipped.is_none() {
+            let arrived = inbox.deliveries(token, run.deliveries).await;
+            if !arrived.is_empty() {
+                self.step(format!("push: {} late deliveries", arrived.len()));
+            }
+            self.take_deliveries(&mut run, arrived);
+        }
+        self.obs.push = Some(run);
+    }
+
+    async fn cancel(&mut self, text: &str, streaming: bool) {
         if self.out_of_time() {
             return;
         }
@@ -746,6 +1018,12 @@ impl<'a> Cycle<'a> {
         let Some(task_id) = self.ids(TaskRole::Cancel).task_id else {
             return;
         };
+        let live = match self.last_state(TaskRole::Cancel) {
+            Some(state) if streaming && !state.is_terminal() => {
+                self.open_live(TaskRole::Cancel, state).await
+            }
+            _ => None,
+        };
         let (call, answer) = self.client.cancel("cancel: CancelTask", &task_id).await;
         match answer {
             Answer::Result(value) => {
@@ -757,6 +1035,12 @@ impl<'a> Cycle<'a> {
             Answer::Broken(e) => self.obs.cancel_error = Some(e),
         }
         self.get(TaskRole::Cancel, "cancel: GetTask").await;
+        match live {
+            Some(live) => self.finish_live(live).await,
+            None => tokio::time::sleep(self.settings.poll_interval).await,
+        }
+        self.get(TaskRole::Cancel, "cancel: GetTask, once more")
+            .await;
     }
 }
 
@@ -775,6 +1059,8 @@ fn empty_push() -> PushRun {
         registration_skipped: None,
         deliveries: 0,
         deliveries_without_token: 0,
+        deliveries_token_elsewhere: 0,
+        token_header: None,
         malformed_deliveries: 0,
         waited_ms: 0,
         wait_cut_short: false,

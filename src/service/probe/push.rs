@@ -15,6 +15,8 @@ use crate::storage::Store;
 pub struct InboxDelivery {
     /// It carried cardgate's token (`X-A2A-Notification-Token`, or `Authorization: Bearer`).
     pub token_matches: bool,
+    /// Otherwise, the first other header that carried it (the spec's "or similar").
+    pub token_header: Option<String>,
     pub body: Vec<u8>,
 }
 
@@ -45,8 +47,19 @@ pub fn to_inbox(delivery: &PushDelivery, token: &str) -> InboxDelivery {
     let header = |name: &str| delivery.headers.get(name).and_then(Value::as_str);
     let token_matches = header("x-a2a-notification-token") == Some(token)
         || header("authorization").is_some_and(|a| a.strip_prefix("Bearer ") == Some(token));
+    let token_header = (!token_matches)
+        .then(|| {
+            delivery.headers.as_object().and_then(|headers| {
+                headers
+                    .iter()
+                    .find(|(_, value)| value.as_str().is_some_and(|v| v.contains(token)))
+                    .map(|(name, _)| name.clone())
+            })
+        })
+        .flatten();
     InboxDelivery {
         token_matches,
+        token_header,
         body: delivery.body.clone(),
     }
 }

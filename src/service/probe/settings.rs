@@ -27,6 +27,10 @@ pub struct ProbeSettings {
     /// How long a resubscription to the ended lifecycle task is read: a conformant agent
     /// refuses at once, or sends the final task and closes.
     pub resubscribe_wait: Duration,
+    /// How long a resubscription to a live task is read once the probe has moved the task on
+    /// (a follow-up, a cancel): a conformant agent carries the end and closes at once, so only
+    /// a stream that does not close waits it out. Generous, so a busy machine changes nothing.
+    pub live_resubscribe_wait: Duration,
     pub limits: CallLimits,
 }
 
@@ -41,6 +45,7 @@ impl Default for ProbeSettings {
             poll_interval: Duration::from_millis(100),
             push_max_deliveries: 64,
             resubscribe_wait: Duration::from_secs(3),
+            live_resubscribe_wait: Duration::from_secs(10),
             limits: CallLimits::default(),
         }
     }

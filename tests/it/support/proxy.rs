@@ -23,6 +23,8 @@ pub(crate) struct LaggingProxy {
 struct Shared {
     upstream: Arc<OnceLock<String>>,
     delay: Duration,
+    /// How long every request waits before it is forwarded (a slow webhook path).
+    request_delay: Duration,
     http: reqwest::Client,
 }
 
@@ -39,12 +41,23 @@ impl LaggingProxy {
     /// Listens on a loopback port; requests wait for [`forward_to`](Self::forward_to) (the
     /// agent needs the proxy's origin for its card before it can start).
     pub(crate) async fn start(delay: Duration) -> Self {
+        Self::start_with(delay, Duration::ZERO).await
+    }
+
+    /// A front that holds every request back for `request_delay` before forwarding it, as a
+    /// webhook path through TLS to another region, a queue or a busy receiver does.
+    pub(crate) async fn delaying_requests(request_delay: Duration) -> Self {
+        Self::start_with(Duration::ZERO, request_delay).await
+    }
+
+    async fn start_with(delay: Duration, request_delay: Duration) -> Self {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
         let upstream = Arc::new(OnceLock::new());
         let shared = Arc::new(Shared {
             upstream: upstream.clone(),
             delay,
+            request_delay,
             http: reqwest::Client::new(),
         });
         let app = axum::Router::new().fallback(forward).with_state(shared);
@@ -78,6 +91,7 @@ async fn forward(State(s): State<Arc<Shared>>, request: Request) -> Response {
     let Some(upstream) = s.upstream.get() else {
         return (StatusCode::BAD_GATEWAY, "no upstream yet").into_response();
     };
+    tokio::time::sleep(s.request_delay).await;
     let (response, answer) = match relay(&s.http, upstream, request).await {
         Ok(relayed) => relayed,
         Err(refused) => return refused,

@@ -9,9 +9,9 @@ use std::collections::{BTreeMap, BTreeSet};
 use super::events::is_utc_z;
 use super::rule::Rule;
 use super::{
-    AccessBlock, Channel, EndedCancel, EndedResubscribe, ExtendedCard, Finding, FindingStatus,
-    Judgement, Level, Observations, PushRun, Source, Spelling, StreamEnd, StreamRun, TaskRole,
-    TaskState, Transition, Verdict,
+    AccessBlock, Channel, EndedCancel, EndedResubscribe, EndedSend, ExtendedCard, Finding,
+    FindingStatus, Judgement, Level, Observations, PushRun, Source, Spelling, StreamEnd, StreamRun,
+    TaskRole, TaskState, Transition, Verdict,
 };
 use crate::capability::Capability;
 use crate::capability::CapabilityOutcome;
@@ -46,7 +46,9 @@ pub fn evaluate(
         nothing_after_terminal(obs),
         terminal_stays(obs),
         terminal_cancel(obs),
+        terminal_send(obs),
         resubscription(obs),
+        resubscribe_live(obs, advertised),
         ids_consistent(obs),
         get_agrees(obs),
         well_formed(obs),
@@ -78,6 +80,10 @@ pub fn evaluate(
             (outcome, Some(finding))
         };
         findings.extend(finding);
+        if cap == Capability::PushNotifications && advertised.contains(&cap) {
+            findings.extend(obs.push.as_ref().map(push_token));
+            findings.extend(obs.push.as_ref().map(|run| push_every_state(run, obs)));
+        }
         if !(cap == Capability::StateTransitionHistory
             && !version.is_pre_1_0()
             && outcome == CapabilityOutcome::NotAdvertised)
@@ -112,29 +118,24 @@ fn unexercised(
     let mut findings = vec![finding(Rule::Auth, auth_status, reason.clone())];
     let mut capabilities = BTreeMap::new();
     for rule in Rule::ALL {
-        let capability = match rule {
-            Rule::Auth => continue,
-            Rule::Streaming => Some(Capability::Streaming),
-            Rule::Push => Some(Capability::PushNotifications),
-            Rule::History => Some(Capability::StateTransitionHistory),
-            _ => None,
-        };
-        match capability {
-            Some(cap) if advertised.contains(&cap) => {
-                capabilities.insert(
-                    cap,
-                    CapabilityOutcome::NotExercised {
-                        reason: because.as_str().into(),
-                    },
-                );
+        if rule == Rule::Auth {
+            continue;
+        }
+        if let Some(cap) = rule.needs().filter(|cap| !advertised.contains(cap)) {
+            if rule.capability().is_some()
+                && (cap != Capability::StateTransitionHistory || version.is_pre_1_0())
+            {
+                capabilities.insert(cap, CapabilityOutcome::NotAdvertised);
             }
-            Some(cap) => {
-                if cap != Capability::StateTransitionHistory || version.is_pre_1_0() {
-                    capabilities.insert(cap, CapabilityOutcome::NotAdvertised);
-                }
-                continue;
-            }
-            None => {}
+            continue;
+        }
+        if let Some(cap) = rule.capability() {
+            capabilities.insert(
+                cap,
+                CapabilityOutcome::NotExercised {
+                    reason: because.as_str().into(),
+                },
+            );
         }
         findings.push(finding_at(
             rule,
@@ -288,9 +289,13 @@ fn full_lifecycle(obs: &Observations, lifecycle: &[&Transition]) -> Finding {
     // agent skip `submitted`: a caller needs the task seen alive before its end, then ending.
     let before_end = saw(|s| !s.is_terminal());
     let terminal = saw(TaskState::is_terminal);
+    // `submitted` again is a step back, unless a follow-up lies between: a new turn may start
+    // as a new submission (the spec has no transition graph that rules it out).
+    let follow_ups = follow_up_calls(obs, TaskRole::Lifecycle);
     let backwards: Vec<String> = out_of_order(lifecycle)
         .into_iter()
         .filter(|o| o.later.state == TaskState::Submitted && !o.earlier.state.is_terminal())
+        .filter(|o| !turn_between(obs, &follow_ups, o.earlier, o.later))
         .map(|o| o.describe())
         .collect();
     match (before_end, terminal) {
@@ -764,6 +769,29 @@ fn get_agrees(obs: &Observations) -> Finding {
                 ));
             }
         }
+        // A GetTask asked after an answer or a stream had shown the end must show it too: one
+        // that still answers a live state never shows the end to a polling caller (A2A#373).
+        // Observations are kept in arrival order, and a GetTask is awaited before anything
+        // else is read, so one recorded after the end was asked after it. Push deliveries
+        // arrive on their own schedule and order nothing here.
+        let end = obs.transitions.iter().position(|t| {
+            t.role == role
+                && t.state.is_terminal()
+                && matches!(t.source, Source::Response | Source::Stream)
+        });
+        let behind = end.into_iter().flat_map(|end| {
+            obs.transitions[end..]
+                .iter()
+                .filter(|t| t.role == role && t.source == Source::Get && !t.state.is_terminal())
+        });
+        for get in behind {
+            compared += 1;
+            disagreements.push(format!(
+                "GetTask said {}, asked after the task reported {}",
+                get.label(),
+                reported.label()
+            ));
+        }
     }
     match (compared, disagreements.is_empty()) {
         (0, _) => finding(
@@ -1012,7 +1040,8 @@ fn push(run: Option<&PushRun>, obs: &Observations) -> Finding {
 }
 
 /// A push probe that failed outright: registration refused after the retry budget (the `push`
-/// trigger), or deliveries that were not cardgate's or not A2A events.
+/// trigger), or deliveries that were not A2A events. Where the token travelled is PUSH-TOKEN's:
+/// deliveries reach the run's own URL, which already says they are for cardgate.
 fn push_failure(run: &PushRun) -> Option<Finding> {
     const CODE: Rule = Rule::Push;
     if let Some(err) = &run.registration_error {
@@ -1027,16 +1056,6 @@ fn push_failure(run: &PushRun) -> Option<Finding> {
                 ),
             )
         });
-    }
-    if run.deliveries_without_token > 0 {
-        return Some(finding(
-            CODE,
-            Fail,
-            format!(
-                "{} deliveries did not carry cardgate's token",
-                run.deliveries_without_token
-            ),
-        ));
     }
     if run.malformed_deliveries > 0 {
         return Some(finding(
@@ -1138,12 +1157,7 @@ fn history(obs: &Observations) -> Finding {
             .iter()
             .filter(|t| t.role == role && t.history_len.is_some() && before_end(obs, t))
             .collect();
-        let follow_ups: Vec<u32> = obs
-            .follow_up_calls
-            .iter()
-            .filter(|(r, _)| *r == role)
-            .map(|(_, call)| *call)
-            .collect();
+        let follow_ups = follow_up_calls(obs, role);
         for (j, later) in snapshots.iter().enumerate() {
             let mut stalled = None;
             for (i, earlier) in snapshots.iter().enumerate() {
@@ -1195,6 +1209,30 @@ fn before_end(obs: &Observations, t: &Transition) -> bool {
             .is_none_or(|end| t.call < end.from_call)
 }
 
+/// The calls that sent a follow-up on the task of `role`.
+fn follow_up_calls(obs: &Observations, role: TaskRole) -> Vec<u32> {
+    obs.follow_up_calls
+        .iter()
+        .filter(|(r, _)| *r == role)
+        .map(|(_, call)| *call)
+        .collect()
+}
+
+/// Whether a follow-up was sent between `a` and `b`. Calls are numbered in the order they were
+/// made, and a send's answer, a GetTask answer or a streaming send read to its end all arrived
+/// before the next call was made; push deliveries, and a resubscription left open while the
+/// probe moved its task on, arrive on their own schedule and order nothing by call.
+fn turn_between(obs: &Observations, follow_ups: &[u32], a: &Transition, b: &Transition) -> bool {
+    let call_ordered = |t: &Transition| {
+        t.source != Source::Push
+            && !(t.source == Source::Stream
+                && obs.live_resubscribes.iter().any(|l| {
+                    matches!(l.outcome, super::LiveOutcome::Streamed { call, .. } if call == t.call)
+                }))
+    };
+    call_ordered(a) && call_ordered(b) && follow_ups.iter().any(|fu| a.call < *fu && *fu <= b.call)
+}
+
 /// Whether snapshot `a` is known to precede `b` with a state change between them
 /// (`a_arrived_first`: `a` arrived before `b`, which orders them only within one channel).
 fn precedes_across_change(
@@ -1204,15 +1242,9 @@ fn precedes_across_change(
     b: &Transition,
     a_arrived_first: bool,
 ) -> bool {
-    // Calls are numbered in the order they were made, and a send's answer, a GetTask answer
-    // or a stream read to its end all arrived before the next call was made: what such a call
-    // reported before a follow-up precedes what any call from the follow-up on reports.
-    let call_ordered = |t: &Transition| t.source != Source::Push;
-    let follow_up_between = |a: &Transition, b: &Transition| {
-        call_ordered(a)
-            && call_ordered(b)
-            && follow_ups.iter().any(|fu| a.call < *fu && *fu <= b.call)
-    };
+    // What a call reported before a follow-up precedes what any call from the follow-up on
+    // reports.
+    let follow_up_between = |a: &Transition, b: &Transition| turn_between(obs, follow_ups, a, b);
     if a.channel() == b.channel() {
         if !a_arrived_first {
             return false;
@@ -1237,6 +1269,12 @@ fn precedes_across_change(
 /// resubscription) must name that same terminal state.
 fn terminal_stays(obs: &Observations) -> Finding {
     const CODE: Rule = Rule::TerminalStays;
+    if let Some(moved) = cancel_undone(obs) {
+        return Finding {
+            trigger: CODE.trigger(),
+            ..finding(CODE, Fail, moved)
+        };
+    }
     let Some(end) = &obs.after_end else {
         return finding(
             CODE,
@@ -1276,9 +1314,12 @@ fn terminal_stays(obs: &Observations) -> Finding {
                     ended.state,
                     ended.label(),
                     moved.join(", "),
-                    match &end.cancel {
-                        EndedCancel::Answered { call } => {
+                    match (&end.cancel, &end.send) {
+                        (EndedCancel::Answered { call }, _) => {
                             format!(": CancelTask (call {call}) was accepted on a finished task")
+                        }
+                        (_, Some(EndedSend::Answered { call })) => {
+                            format!(": a message (call {call}) re-opened the finished task")
                         }
                         _ => String::new(),
                     }
@@ -1311,6 +1352,31 @@ fn terminal_stays(obs: &Observations) -> Finding {
             }
         ),
     )
+}
+
+/// A cancel answered with a terminal state that did not hold: what the task reported from a
+/// later call (a GetTask made after the answer came back) is another state. The answer said
+/// the task had ended; a task that ended and moved again breaks rule 3, whatever the cancel
+/// was for. A cancel answered with a live state that the agent then ignores is LC-CANCEL's.
+fn cancel_undone(obs: &Observations) -> Option<String> {
+    let task = of_role(obs, TaskRole::Cancel);
+    let ended = task
+        .iter()
+        .filter(|t| t.state.is_terminal() && t.source == Source::Response)
+        .min_by_key(|t| t.call)?;
+    let moved: Vec<String> = task
+        .iter()
+        .filter(|t| t.call > ended.call && t.state != ended.state)
+        .map(|t| t.label())
+        .collect();
+    (!moved.is_empty()).then(|| {
+        format!(
+            "CancelTask answered {} ({}), but the task then showed {}: the cancel was reported and not applied",
+            ended.state,
+            ended.label(),
+            moved.join(", ")
+        )
+    })
 }
 
 /// LC-TERMINAL-CANCEL: CancelTask on a task that has ended is refused with
@@ -1409,6 +1475,61 @@ fn resubscription(obs: &Observations) -> Finding {
     }
 }
 
+/// LC-TERMINAL-SEND: a message to a task that has ended is refused with
+/// `UnsupportedOperationError` (§3.1.1; ACTS CORE-SEND-002). An accepted one is a finished task
+/// that took more work (the seed's silent re-fire): class `terminal`. A refusal in another
+/// shape keeps the task ended, and is reported at SHOULD.
+fn terminal_send(obs: &Observations) -> Finding {
+    const CODE: Rule = Rule::TerminalSend;
+    let Some(send) = obs.after_end.as_ref().and_then(|end| end.send.as_ref()) else {
+        return finding(
+            CODE,
+            NotExercised,
+            "the lifecycle task was not seen to end, so no message was sent to it",
+        );
+    };
+    match send {
+        EndedSend::Unsupported { code, message } => finding(
+            CODE,
+            Pass,
+            format!(
+                "a message to the ended task was refused as an unsupported operation ({code}: {message})"
+            ),
+        ),
+        EndedSend::Refused { code, message } => finding_at(
+            CODE,
+            Level::Should,
+            Fail,
+            format!(
+                "a message to the ended task was refused, but not as UnsupportedOperationError: {code}: {message}"
+            ),
+        ),
+        EndedSend::Answered { call } => Finding {
+            trigger: CODE.trigger(),
+            ..finding(
+                CODE,
+                Fail,
+                format!(
+                    "a message to the ended task was accepted (call {call}) instead of refused with UnsupportedOperationError: a finished task took more work"
+                ),
+            )
+        },
+        EndedSend::Elsewhere { call, what } => finding(
+            CODE,
+            Fail,
+            format!(
+                "a message to the ended task was accepted (call {call}) and answered with {what} instead of refused with UnsupportedOperationError: the end held, but a caller's retry runs again"
+            ),
+        ),
+        EndedSend::NoAnswer { error } => finding_at(
+            CODE,
+            Level::Should,
+            Fail,
+            format!("a message to the ended task got no usable answer: {error}"),
+        ),
+    }
+}
+
 /// Blocking: a failed MUST or policy rule (a failed capability included), and a lifecycle or
 /// timestamps rule that did not pass. A capability the probe could not exercise blocks nothing
 /// (docs/trust-model.md, rule 4): decisions answer `unknown` to the callers that require it.
@@ -1447,6 +1568,12 @@ fn verdict(findings: &[Finding], obs: &Observations) -> Verdict {
         },
     }
 }
+
+mod live;
+mod push_advice;
+
+use live::resubscribe_live;
+use push_advice::{push_every_state, push_token};
 
 #[cfg(test)]
 mod tests;

@@ -340,8 +340,15 @@ pub struct PushRun {
     #[serde(default)]
     pub registration_skipped: Option<String>,
     pub deliveries: usize,
-    /// Deliveries that did not carry cardgate's token.
+    /// Deliveries that did not carry cardgate's token where the spec puts it
+    /// (`X-A2A-Notification-Token`, or `Authorization: Bearer`).
     pub deliveries_without_token: usize,
+    /// Of those, the deliveries that carried it in another header, and the first such header:
+    /// the spec allows "or similar", and the run's own webhook URL already authenticates them.
+    #[serde(default)]
+    pub deliveries_token_elsewhere: usize,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub token_header: Option<String>,
     /// Deliveries whose body was not an A2A event.
     pub malformed_deliveries: usize,
     pub waited_ms: u64,
@@ -387,6 +394,10 @@ pub struct Observations {
     pub transcript_omitted: Option<String>,
     /// The cancel scenario's CancelTask call answered with an error.
     pub cancel_error: Option<String>,
+    /// Resubscriptions to a task while it was live (an `input-required` turn, the cancel
+    /// target), in the order they were opened.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub live_resubscribes: Vec<LiveResubscribe>,
     /// What the agent did with the lifecycle task once it had ended; `None` when it never
     /// ended within the cycle (or the cycle predates the terminal-discipline probe).
     #[serde(default)]
@@ -463,7 +474,56 @@ pub struct AfterEnd {
     /// call on is causally after its terminal state, whichever channel carries it.
     pub from_call: u32,
     pub cancel: EndedCancel,
+    /// A message sent to the ended task (`None` on runs from before this was probed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub send: Option<EndedSend>,
     pub resubscribe: EndedResubscribe,
+}
+
+/// How a message to the ended task was answered (A2A v1.0 §3.1.1: refused with
+/// `UnsupportedOperationError`; a task that has ended cannot restart).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "kebab-case")]
+pub enum EndedSend {
+    /// Refused with the binding's form of `UnsupportedOperationError` (JSON-RPC -32004;
+    /// gRPC and HTTP+JSON with the reason `UNSUPPORTED_OPERATION`).
+    Unsupported { code: i64, message: String },
+    /// Refused, in another shape.
+    Refused { code: i64, message: String },
+    /// Accepted by the ended task itself: answered with it (its state is among the
+    /// transitions, at `call`).
+    Answered { call: u32 },
+    /// Accepted, and answered with something else (`what`: a new task, a bare message): the
+    /// ended task did not move, but the message was not refused.
+    Elsewhere { call: u32, what: String },
+    /// No usable answer.
+    NoAnswer { error: String },
+}
+
+/// A resubscription to a task that had not ended (A2A v1.0 §3.1.6: the current task first,
+/// then its updates until it ends).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LiveResubscribe {
+    pub role: TaskRole,
+    /// The state the task was last seen in when the resubscription was opened.
+    pub state: TaskState,
+    pub outcome: LiveOutcome,
+}
+
+/// How a resubscription to a live task went.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "kebab-case")]
+pub enum LiveOutcome {
+    /// Refused with an error (a live task must not be refused).
+    Refused { code: i64, message: String },
+    /// Opened as a stream: its record is the resubscription [`StreamRun`] with this call.
+    Streamed {
+        call: u32,
+        /// The first event was a Task object, as the spec asks.
+        first_is_task: bool,
+    },
+    /// No usable answer.
+    NoAnswer { error: String },
 }
 
 /// How CancelTask on the ended task was answered.

@@ -6,6 +6,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::Level;
+use crate::capability::Capability;
 use crate::demotion::DemotionClass;
 use crate::version::ProtocolVersion;
 
@@ -35,8 +36,12 @@ pub enum Rule {
     TerminalStays,
     #[serde(rename = "LC-TERMINAL-CANCEL")]
     TerminalCancel,
+    #[serde(rename = "LC-TERMINAL-SEND")]
+    TerminalSend,
     #[serde(rename = "LC-RESUBSCRIBE")]
     Resubscribe,
+    #[serde(rename = "LC-RESUBSCRIBE-LIVE")]
+    ResubscribeLive,
     #[serde(rename = "LC-IDS-CONSISTENT")]
     IdsConsistent,
     #[serde(rename = "LC-GET-AGREES")]
@@ -55,13 +60,17 @@ pub enum Rule {
     Streaming,
     #[serde(rename = "CAP-PUSH")]
     Push,
+    #[serde(rename = "PUSH-TOKEN")]
+    PushToken,
+    #[serde(rename = "PUSH-EVERY-STATE")]
+    PushEveryState,
     #[serde(rename = "CAP-HISTORY")]
     History,
 }
 
 impl Rule {
     /// Every rule, in the order a cycle reports them (capabilities last).
-    pub const ALL: [Rule; 23] = [
+    pub const ALL: [Rule; 27] = [
         Rule::Auth,
         Rule::ExtendedCard,
         Rule::TaskCreated,
@@ -74,7 +83,9 @@ impl Rule {
         Rule::NothingAfterTerminal,
         Rule::TerminalStays,
         Rule::TerminalCancel,
+        Rule::TerminalSend,
         Rule::Resubscribe,
+        Rule::ResubscribeLive,
         Rule::IdsConsistent,
         Rule::GetAgrees,
         Rule::WellFormed,
@@ -84,6 +95,8 @@ impl Rule {
         Rule::Transcript,
         Rule::Streaming,
         Rule::Push,
+        Rule::PushToken,
+        Rule::PushEveryState,
         Rule::History,
     ];
 
@@ -101,7 +114,9 @@ impl Rule {
             Rule::NothingAfterTerminal => "LC-NOTHING-AFTER-TERMINAL",
             Rule::TerminalStays => "LC-TERMINAL-STAYS",
             Rule::TerminalCancel => "LC-TERMINAL-CANCEL",
+            Rule::TerminalSend => "LC-TERMINAL-SEND",
             Rule::Resubscribe => "LC-RESUBSCRIBE",
+            Rule::ResubscribeLive => "LC-RESUBSCRIBE-LIVE",
             Rule::IdsConsistent => "LC-IDS-CONSISTENT",
             Rule::GetAgrees => "LC-GET-AGREES",
             Rule::WellFormed => "LC-WELL-FORMED",
@@ -111,6 +126,8 @@ impl Rule {
             Rule::Transcript => "PROBE-TRANSCRIPT",
             Rule::Streaming => "CAP-STREAMING",
             Rule::Push => "CAP-PUSH",
+            Rule::PushToken => "PUSH-TOKEN",
+            Rule::PushEveryState => "PUSH-EVERY-STATE",
             Rule::History => "CAP-HISTORY",
         }
     }
@@ -134,6 +151,8 @@ impl Rule {
             | Rule::SingleTerminal
             | Rule::NothingAfterTerminal
             | Rule::TerminalStays
+            | Rule::TerminalSend
+            | Rule::ResubscribeLive
             | Rule::IdsConsistent
             | Rule::GetAgrees
             | Rule::WellFormed
@@ -143,7 +162,9 @@ impl Rule {
             | Rule::Resubscribe
             | Rule::WireVersion
             | Rule::Cancel
-            | Rule::Transcript => Level::Should,
+            | Rule::Transcript
+            | Rule::PushToken
+            | Rule::PushEveryState => Level::Should,
             Rule::Auth
             | Rule::FullLifecycle
             | Rule::Timestamps
@@ -160,9 +181,10 @@ impl Rule {
     pub fn trigger(self) -> Option<DemotionClass> {
         match self {
             Rule::TerminalNoTimestamp => Some(DemotionClass::Timestamp),
-            Rule::SingleTerminal | Rule::NothingAfterTerminal | Rule::TerminalStays => {
-                Some(DemotionClass::Terminal)
-            }
+            Rule::SingleTerminal
+            | Rule::NothingAfterTerminal
+            | Rule::TerminalStays
+            | Rule::TerminalSend => Some(DemotionClass::Terminal),
             Rule::Push => Some(DemotionClass::Push),
             Rule::History => Some(DemotionClass::History),
             _ => None,
@@ -186,9 +208,19 @@ impl Rule {
             Rule::TimestampOrder => "timestamps never go backwards within a channel",
             Rule::SingleTerminal => "one terminal state per task and stream",
             Rule::NothingAfterTerminal => "nothing follows a terminal state",
-            Rule::TerminalStays => "an ended task stays ended (cancel, get, resubscribe)",
+            Rule::TerminalStays => {
+                "an ended task stays ended (cancel, send, get, resubscribe), a canceled one too"
+            }
             Rule::TerminalCancel => "cancelling an ended task is refused as not cancelable",
-            Rule::Resubscribe => "resubscribing to an ended task replays its end and closes",
+            Rule::TerminalSend => {
+                "a message to an ended task is refused as an unsupported operation"
+            }
+            Rule::Resubscribe => {
+                "resubscribing to an ended task is refused, or replays its end and closes"
+            }
+            Rule::ResubscribeLive => {
+                "resubscribing to a live task sends it as it is, then its next transitions to the end"
+            }
             Rule::IdsConsistent => "task and context ids agree across channels",
             Rule::GetAgrees => "GetTask agrees with the terminal state the other channels reported",
             Rule::WellFormed => "every answer and event is a well-formed A2A object",
@@ -200,7 +232,79 @@ impl Rule {
                 "the advertised stream carries the lifecycle and closes after its end"
             }
             Rule::Push => "the advertised push notifications register and arrive",
+            Rule::PushToken => "deliveries carry the caller's token in `X-A2A-Notification-Token`",
+            Rule::PushEveryState => "every state change is delivered, not the terminal state only",
             Rule::History => "the advertised history grows as the task moves",
+        }
+    }
+
+    /// What the rule enforces: the A2A v1.0 section and the ACTS requirement (conformance suite
+    /// of a2aproject/A2A, `tests/acts`, with its level), or, where cardgate asks for more than
+    /// the spec, "registry policy" and why. Findings, the README's table and the API carry it.
+    pub fn source(self) -> &'static str {
+        match self {
+            Rule::Auth => "registry policy: the probe needs access (A2A v1.0 §7.4)",
+            Rule::ExtendedCard => "A2A v1.0 §3.1.11, §8.4.3 (verify: SHOULD); ACTS CARD-EXT-001",
+            Rule::TaskCreated => {
+                "registry policy: a Task, not a Message (MAY, §3.1.1); taskId MUST (§3.4.2)"
+            }
+            Rule::FullLifecycle => "registry policy: a task seen alive, then ended; no spec graph",
+            Rule::Timestamps => {
+                "registry policy: `status.timestamp` is optional (A2A v1.0 §4.1.2); dedup needs it"
+            }
+            Rule::TerminalNoTimestamp => {
+                "registry policy: optional in the spec; cf. ACTS DM-SERIAL-001 (MUST)"
+            }
+            Rule::TimestampFormat => "A2A v1.0 §5.6.1 (UTC, `Z`: MUST); ACTS DM-SERIAL-001 (MUST)",
+            Rule::TimestampOrder => "registry policy: the spec orders events (§3.5.2), not times",
+            Rule::SingleTerminal => "A2A v1.0 §3.1.2, §4.1.3; ACTS STREAM-SSE-001 (MUST)",
+            Rule::NothingAfterTerminal => "A2A v1.0 §3.1.2, §3.1.6; ACTS STREAM-SUB-002 (MUST)",
+            Rule::TerminalStays => {
+                "A2A v1.0 §3.1.1, §3.1.5, §3.1.6; ACTS CORE-SEND-002, CORE-CANCEL-002 (MUST)"
+            }
+            Rule::TerminalCancel => "A2A v1.0 §3.1.5; ACTS CORE-CANCEL-002, CORE-ERR-003 (MUST)",
+            Rule::TerminalSend => "A2A v1.0 §3.1.1; ACTS CORE-SEND-002, CORE-ERR-004 (MUST)",
+            Rule::Resubscribe => "A2A v1.0 §3.1.6, §9.4.6; ACTS STREAM-SUB-003 (MUST)",
+            Rule::ResubscribeLive => {
+                "A2A v1.0 §3.1.6; ACTS STREAM-SSE-004 (MUST), STREAM-SUB-001 (SHOULD)"
+            }
+            Rule::IdsConsistent => "A2A v1.0 §3.4.2, §3.4.3; ACTS CORE-MULTI-005 (MUST)",
+            Rule::GetAgrees => "A2A v1.0 §3.1.3; ACTS CORE-GET-001 (MUST)",
+            Rule::WellFormed => "A2A v1.0 §5.5, §5.7; ACTS JSONRPC-ENV-001, DM-FMT-001 (MUST)",
+            Rule::WireVersion => "A2A v1.0 §5.5, §3.6.2; ACTS DM-FMT-002 (MUST)",
+            Rule::InputRequired => "A2A v1.0 §3.4.3; ACTS CORE-MULTI-001 (MUST)",
+            Rule::Cancel => "A2A v1.0 §3.1.5 (success not guaranteed); ACTS CORE-CANCEL-001 (MUST)",
+            Rule::Transcript => "registry policy: cardgate's own evidence is whole",
+            Rule::Streaming => "A2A v1.0 §3.1.2; ACTS STREAM-SSE-001, STREAM-SUB-002 (MUST)",
+            Rule::Push => {
+                "A2A v1.0 §3.1.7, §4.3.3; ACTS PUSH-CFG-001 (MAY); the terminal push: registry policy"
+            }
+            Rule::PushToken => {
+                "registry policy: the token's header is named only in A2A v0.3 §9.5 (\"or similar\")"
+            }
+            Rule::PushEveryState => "A2A v1.0 §4.3.3; ACTS PUSH-DELIV-002 (MAY)",
+            Rule::History => {
+                "registry policy: v0.3 `stateTransitionHistory` (no behaviour defined)"
+            }
+        }
+    }
+
+    /// The capability this rule judges (the capability's own result follows its finding).
+    pub fn capability(self) -> Option<Capability> {
+        match self {
+            Rule::Streaming => Some(Capability::Streaming),
+            Rule::Push => Some(Capability::PushNotifications),
+            Rule::History => Some(Capability::StateTransitionHistory),
+            _ => None,
+        }
+    }
+
+    /// The capability the card must advertise for this rule to be judged at all: the
+    /// capability rules' own, and push notifications for the interop findings about deliveries.
+    pub fn needs(self) -> Option<Capability> {
+        match self {
+            Rule::PushToken | Rule::PushEveryState => Some(Capability::PushNotifications),
+            _ => self.capability(),
         }
     }
 
@@ -221,8 +325,9 @@ impl Rule {
 
     /// The README's table of rules: code, level, what a failure demotes.
     pub fn markdown_table() -> String {
-        let mut out =
-            String::from("| code | checks that | level | a failure demotes |\n|---|---|---|---|\n");
+        let mut out = String::from(
+            "| code | checks that | level | a failure demotes | source |\n|---|---|---|---|---|\n",
+        );
         for rule in Rule::ALL {
             let v03 = ProtocolVersion::new(0, 3);
             let level = match (rule.level(), rule.level_at(v03)) {
@@ -232,9 +337,10 @@ impl Rule {
             let required = if rule.required() { ", must pass" } else { "" };
             let demotes = rule.trigger().map_or("—", DemotionClass::as_str);
             out.push_str(&format!(
-                "| `{}` | {} | {level}{required} | {demotes} |\n",
+                "| `{}` | {} | {level}{required} | {demotes} | {} |\n",
                 rule.code(),
-                rule.summary()
+                rule.summary(),
+                rule.source()
             ));
         }
         out

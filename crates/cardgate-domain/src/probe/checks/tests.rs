@@ -118,6 +118,8 @@ impl Obs {
             registration_skipped: None,
             deliveries: states.len(),
             deliveries_without_token: 0,
+            deliveries_token_elsewhere: 0,
+            token_header: None,
             malformed_deliveries: 0,
             waited_ms: 500,
             wait_cut_short: false,
@@ -1012,6 +1014,7 @@ fn ended(obs: Obs, cancel: EndedCancel, after: &str) -> Obs {
     obs.o.after_end = Some(AfterEnd {
         from_call: 2,
         cancel,
+        send: None,
         resubscribe: EndedResubscribe::NotTried {
             reason: "not in this test".into(),
         },
@@ -1243,3 +1246,5 @@ fn the_extended_card_finding_says_what_became_of_it() {
         Some("cd".repeat(32).as_str())
     );
 }
+
+mod field_faults;
