@@ -9,7 +9,10 @@
 //!   none at all: no instant anywhere, so it can never be promoted, and callers that
 //!   deduplicate by timestamp get an advisory answer; callers that do not, an authoritative
 //!   one. A cancel of a finished task is accepted (200, the task unchanged): reported, not
-//!   failed, since the end holds.
+//!   failed, since the end holds. A message to the finished task is accepted too, and answered
+//!   with a new task (`submitted`) instead of refused (ACTS CORE-SEND-002, MUST): the end
+//!   holds, so nothing demotes, but a caller's retry runs again; that alone would block its
+//!   promotion.
 //! - **a2a-server 0.6.1** (chuk): its card, only at the legacy path and in snake_case, names no
 //!   protocol version, so it is read as v0.2; but the server speaks only the 0.1 draft's
 //!   method names (`tasks/send`…) and refuses `message/send` and `message/stream` with
@@ -21,6 +24,28 @@
 //!   that is not JSON-RPC: no task can be created, so nothing about its lifecycle can be
 //!   vouched for. (On its own paths it flips a completed task to `canceled` when asked to
 //!   cancel it: the fixture shows it; cardgate never gets that far.)
+//!
+//! Two Rust crates, each a Cargo project of its own (`tests/agents/<crate>`, built by
+//! `.ci/run`), probed with the script [`rust_script`]:
+//!
+//! - **turul-a2a 0.2.6**: v1.0 only (JSON-RPC at `/jsonrpc`, HTTP+JSON at the origin); the
+//!   framework itself moves every turn to `working` before the executor runs, so streams open
+//!   at `working` (no `submitted` is ever shown), every status carries a `Z` timestamp, the
+//!   continued task keeps its id, and its end holds: a cancel of it is refused with -32002, a
+//!   message to it and a resubscription with -32004. It is promoted, and both kinds of caller
+//!   get an authoritative answer. Reported, not blocking (all SHOULD, none a spec MUST): a
+//!   resubscription to the `input-required` task closes after the snapshot (the spec lets it);
+//!   push delivers the terminal state only, with its token in `X-Turul-Push-Token` (the
+//!   spec names no token header).
+//! - **a2a-protocol-server 0.15.0** (tomtom215's a2a-rust): v1.0 JSON-RPC and HTTP+JSON, both
+//!   at the origin; `submitted` -> `working` -> ... with `Z` timestamps, an end that holds
+//!   (-32002, -32004, -32004 as above), a resubscription to the task waiting for input that
+//!   carries it to its end, push of every state after `submitted` with the standard token
+//!   header. A follow-up to an `input-required` task sets that same task back to `submitted`
+//!   (the crate's documented choice: "only the status returns to Submitted for the new turn"),
+//!   stamped after the `working` it had shown: a new turn starting as a new submission, which
+//!   the spec does not rule out and trust model rule 1 accepts with the follow-up between. It
+//!   is promoted, with nothing reported but the extended card it does not offer.
 
 use serde_json::Value;
 
@@ -172,6 +197,22 @@ async fn fasta2a_finishes_its_tasks_but_names_no_instant_so_it_is_never_promoted
         "{cancel}"
     );
 
+    // A message to the finished task is accepted, as a new task: blocks, demotes nothing.
+    let send = finding(&run, "LC-TERMINAL-SEND");
+    assert_eq!(
+        (&send["status"], &send["level"], &send["trigger"]),
+        (
+            &serde_json::json!("fail"),
+            &serde_json::json!("must"),
+            &Value::Null
+        ),
+        "{context}"
+    );
+    assert!(
+        send["message"].as_str().unwrap().contains("a new task"),
+        "{send}"
+    );
+
     assert_eq!(run["verdict"]["passed"], false);
     assert_eq!(
         events(&run),
@@ -303,5 +344,208 @@ async fn a2a_server_cannot_create_a_task_over_the_protocol_its_card_implies() {
     let answer = decision(&server, &callee, "caller_version=0.2&dedup=none").await;
     assert_eq!(answer["authoritative"], false, "{answer:#}");
     assert_eq!(condition(&answer, "lifecycle-probe")["status"], "fail");
+    server.stop().await;
+}
+
+/// The probe script of the Rust agents: a task that asks for input once, then completes;
+/// a push task that completes at once (turul-a2a pushes only terminal states, so a push task
+/// left waiting for input would notify nothing and leave push not exercised); a cancel of a
+/// task waiting for input.
+fn rust_script() -> Value {
+    serde_json::json!({
+        "message": "need-input",
+        "follow_ups": ["more"],
+        "push_message": "hello",
+        "cancel_message": "need-input",
+    })
+}
+
+/// Registers `agent` (probe script [`rust_script`]) and probes it at v1.0.
+async fn probed_at_v1(server: &TestServer, agent: &SdkAgent) -> (String, Value) {
+    let callee = register(server, &agent.origin, rust_script()).await;
+    let run = probe(server, &callee, "1.0").await;
+    (callee, run)
+}
+
+/// The findings of `run` whose status is not `pass`, as `(code, status, level)`.
+fn not_passed(run: &Value) -> Vec<(String, String, String)> {
+    run["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|f| f["status"] != "pass")
+        .map(|f| {
+            let field = |k: &str| f[k].as_str().unwrap_or_default().to_string();
+            (field("code"), field("status"), field("level"))
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn turul_a2a_holds_its_lifecycle_and_its_end_so_it_is_promoted() {
+    let Some(agent) = SdkAgent::start_library(Library::TurulA2a).await else {
+        return;
+    };
+    let (_db, server) = unsigned_cards_admitted().await;
+    let (callee, run) = probed_at_v1(&server, &agent).await;
+    let context = format!("{:#}", run["findings"]);
+    assert_eq!(run["wire"], "json-rpc-v1", "{run:#}");
+    assert!(
+        run["interface_url"].as_str().unwrap().ends_with("/jsonrpc"),
+        "{run:#}"
+    );
+
+    // The framework opens every turn at `working`: no `submitted` anywhere, and the follow-up
+    // continues the same task.
+    let states: Vec<&str> = run["transitions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|t| t["task"] == "lifecycle")
+        .map(|t| t["state"].as_str().unwrap())
+        .collect();
+    assert!(!states.contains(&"submitted"), "{states:?}");
+    assert!(states.contains(&"input-required") && states.contains(&"completed"));
+
+    for code in [
+        "LC-TASK-CREATED",
+        "LC-FULL-LIFECYCLE",
+        "LC-TIMESTAMPS",
+        "LC-TIMESTAMP-FORMAT",
+        "LC-INPUT-REQUIRED",
+        "LC-SINGLE-TERMINAL",
+        "LC-NOTHING-AFTER-TERMINAL",
+        "LC-TERMINAL-STAYS",
+        "LC-TERMINAL-CANCEL",
+        "LC-TERMINAL-SEND",
+        "LC-RESUBSCRIBE",
+        "LC-CANCEL",
+        "LC-GET-AGREES",
+        "LC-IDS-CONSISTENT",
+        "LC-WELL-FORMED",
+        "CAP-STREAMING",
+        "CAP-PUSH",
+    ] {
+        assert_eq!(finding(&run, code)["status"], "pass", "{code}: {context}");
+    }
+    // Reported, none blocking: each is a SHOULD, and none a spec requirement.
+    let reported: Vec<(String, String, String)> = not_passed(&run)
+        .into_iter()
+        .filter(|(code, _, _)| code != "PROBE-EXTENDED-CARD")
+        .collect();
+    let should = |code: &str| (code.to_string(), "fail".to_string(), "should".to_string());
+    assert_eq!(
+        reported,
+        [
+            should("LC-RESUBSCRIBE-LIVE"),
+            should("PUSH-TOKEN"),
+            should("PUSH-EVERY-STATE")
+        ],
+        "{context}"
+    );
+    // The resubscription to the task waiting for input: its snapshot, then closed.
+    let live = finding(&run, "LC-RESUBSCRIBE-LIVE")["message"]
+        .as_str()
+        .unwrap();
+    assert!(live.contains("input-required"), "{live}");
+    // Its own header for the push token; only the terminal state is pushed.
+    let token = finding(&run, "PUSH-TOKEN")["message"].as_str().unwrap();
+    assert!(token.contains("x-turul-push-token"), "{token}");
+
+    assert_eq!(run["verdict"]["passed"], true, "{:#}", run["verdict"]);
+    assert_eq!(events(&run), ["probe-finished", "promoted"]);
+    assert_eq!(gate(&server, &callee, "1.0").await, "lifecycle-trusted");
+    for query in ["caller_version=1.0", "caller_version=1.0&dedup=none"] {
+        let answer = decision(&server, &callee, query).await;
+        assert_eq!(answer["authoritative"], true, "{query}: {answer:#}");
+    }
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a2a_protocol_server_restarts_each_turn_at_submitted_and_is_promoted() {
+    let Some(agent) = SdkAgent::start_library(Library::A2aProtocolServer).await else {
+        return;
+    };
+    let (_db, server) = unsigned_cards_admitted().await;
+    let (callee, run) = probed_at_v1(&server, &agent).await;
+    let context = format!("{:#}", run["findings"]);
+    assert_eq!(run["wire"], "json-rpc-v1", "{run:#}");
+
+    // On the wire: the follow-up's stream opens with the same task, back at `submitted`,
+    // stamped after the `working` the first turn showed.
+    let exchanges = run["exchanges"].as_array().unwrap();
+    let streamed = |follow_up: bool| {
+        exchanges
+            .iter()
+            .find(|e| {
+                e["method"] == "SendStreamingMessage"
+                    && e["request"]["params"]["message"]["taskId"].is_string() == follow_up
+            })
+            .unwrap_or_else(|| panic!("no such stream: {run:#}"))
+    };
+    let frame = |exchange: &Value, n: usize| -> Value {
+        serde_json::from_str(exchange["frames"][n]["data"].as_str().unwrap()).unwrap()
+    };
+    let working = frame(streamed(false), 1);
+    let working = &working["result"]["statusUpdate"]["status"];
+    assert_eq!(working["state"], "TASK_STATE_WORKING", "{working:#}");
+    let again = frame(streamed(true), 0);
+    let snapshot = &again["result"]["task"];
+    assert_eq!(
+        snapshot["id"],
+        streamed(true)["request"]["params"]["message"]["taskId"],
+        "{again:#}"
+    );
+    assert_eq!(
+        snapshot["status"]["state"], "TASK_STATE_SUBMITTED",
+        "{again:#}"
+    );
+    let instant = |status: &Value| parse_timestamp(status["timestamp"].as_str().unwrap()).unwrap();
+    assert!(instant(&snapshot["status"]) > instant(working), "{again:#}");
+
+    // A new turn may start as a new submission: the lifecycle passes, and so does the rest.
+    for code in [
+        "LC-TASK-CREATED",
+        "LC-FULL-LIFECYCLE",
+        "LC-TIMESTAMPS",
+        "LC-TIMESTAMP-FORMAT",
+        "LC-TIMESTAMP-ORDER",
+        "LC-INPUT-REQUIRED",
+        "LC-SINGLE-TERMINAL",
+        "LC-NOTHING-AFTER-TERMINAL",
+        "LC-TERMINAL-STAYS",
+        "LC-TERMINAL-CANCEL",
+        "LC-TERMINAL-SEND",
+        "LC-RESUBSCRIBE",
+        "LC-RESUBSCRIBE-LIVE",
+        "LC-CANCEL",
+        "LC-GET-AGREES",
+        "LC-IDS-CONSISTENT",
+        "LC-WELL-FORMED",
+        "CAP-STREAMING",
+        "CAP-PUSH",
+        "PUSH-TOKEN",
+        "PUSH-EVERY-STATE",
+    ] {
+        assert_eq!(finding(&run, code)["status"], "pass", "{code}: {context}");
+    }
+    let lifecycle = finding(&run, "LC-FULL-LIFECYCLE")["message"]
+        .as_str()
+        .unwrap();
+    assert!(
+        lifecycle.contains("submitted → working → completed"),
+        "{lifecycle}"
+    );
+    let reported: Vec<String> = not_passed(&run).into_iter().map(|(c, _, _)| c).collect();
+    assert_eq!(reported, ["PROBE-EXTENDED-CARD"], "{context}");
+
+    assert_eq!(run["verdict"]["passed"], true, "{:#}", run["verdict"]);
+    assert_eq!(events(&run), ["probe-finished", "promoted"]);
+    assert_eq!(gate(&server, &callee, "1.0").await, "lifecycle-trusted");
+    for query in ["caller_version=1.0", "caller_version=1.0&dedup=none"] {
+        let answer = decision(&server, &callee, query).await;
+        assert_eq!(answer["authoritative"], true, "{query}: {answer:#}");
+    }
     server.stop().await;
 }

@@ -1,10 +1,12 @@
 //! Real A2A agents run as child processes: those built on the official SDKs, the Python one
 //! (`tests/agents/python`, a2a-sdk 1.3.0) and the JS one (`tests/agents/js`, @a2a-js/sdk 1.3.0),
-//! and those built on independent A2A libraries ([`Library`], `tests/agents/<library>`, each
-//! in a virtualenv of its own). Each prints `READY <origin>` once it accepts connections.
+//! and those built on independent A2A libraries ([`Library`], `tests/agents/<library>`: the
+//! Python ones each in a virtualenv of its own, the Rust ones each a Cargo project of its own,
+//! built by `.ci/run`). Each prints `READY <origin>` once it accepts connections.
 //!
-//! Where an SDK's runtime is missing the test is skipped loudly (counted in the skip summary),
-//! unless `CARDGATE_REQUIRE_SDK_AGENTS=1` (set by `.ci/run`), which makes it fail instead.
+//! Where an SDK's runtime (or a Rust agent's binary) is missing the test is skipped loudly
+//! (counted in the skip summary), unless `CARDGATE_REQUIRE_SDK_AGENTS=1` (set by `.ci/run`),
+//! which makes it fail instead.
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
@@ -93,13 +95,13 @@ impl SdkAgent {
             args.extend(["--public-url", url]);
         }
         args.extend(extra);
-        Some(Self::spawn(&format!("{sdk:?} SDK"), &program, &script, &args).await)
+        Some(Self::spawn(&format!("{sdk:?} SDK"), &program, Some(&script), &args).await)
     }
 
-    /// Runs `program script args…` and waits for its `READY <origin>` line.
-    async fn spawn(name: &str, program: &Path, script: &Path, args: &[&str]) -> Self {
+    /// Runs `program [script] args…` and waits for its `READY <origin>` line.
+    async fn spawn(name: &str, program: &Path, script: Option<&Path>, args: &[&str]) -> Self {
         let mut child = Command::new(program)
-            .arg(script)
+            .args(script)
             .args(args)
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
@@ -125,11 +127,19 @@ impl SdkAgent {
         }
     }
 
-    /// Starts the agent built on `library`; `None` when its virtualenv is missing and the
-    /// test may be skipped.
+    /// Starts the agent built on `library`; `None` when its virtualenv (or binary) is missing
+    /// and the test may be skipped.
     pub(crate) async fn start_library(library: Library) -> Option<Self> {
-        let python = match library.python() {
-            Ok(python) => python,
+        let found = if library.is_rust() {
+            library.binary().map(|binary| (binary, None))
+        } else {
+            library.python().map(|python| {
+                let script = repo_path(&format!("tests/agents/{}/agent.py", library.name()));
+                (python, Some(script))
+            })
+        };
+        let (program, script) = match found {
+            Ok(found) => found,
             Err(why) => {
                 super::skip(
                     &format!("{} agent", library.name()),
@@ -139,9 +149,8 @@ impl SdkAgent {
                 return None;
             }
         };
-        let script = repo_path(&format!("tests/agents/{}/agent.py", library.name()));
         let args = ["--host", "127.0.0.1", "--port", "0"];
-        Some(Self::spawn(library.name(), &python, &script, &args).await)
+        Some(Self::spawn(library.name(), &program, script.as_deref(), &args).await)
     }
 }
 
@@ -162,7 +171,7 @@ pub(crate) async fn start_oidc(args: &[&str]) -> Option<SdkAgent> {
     let script = repo_path("tests/agents/js/oidc.mjs");
     let mut all = vec!["--host", "127.0.0.1", "--port", "0"];
     all.extend(args);
-    Some(SdkAgent::spawn("OpenID Connect provider", &node, &script, &all).await)
+    Some(SdkAgent::spawn("OpenID Connect provider", &node, Some(&script), &all).await)
 }
 
 /// An A2A server library other than the official SDKs, as a test agent: its own
@@ -176,25 +185,65 @@ pub(crate) enum Library {
     PythonA2a,
     /// chuk's `a2a-server` on PyPI (with `a2a-json-rpc` 0.3.0).
     A2aServer,
+    /// `turul-a2a` on crates.io (a Rust binary, `turul-a2a-agent`).
+    TurulA2a,
+    /// `a2a-protocol-server` on crates.io, tomtom215's a2a-rust (a Rust binary,
+    /// `a2a-protocol-server-agent`).
+    A2aProtocolServer,
 }
 
 impl Library {
-    /// The folder under `tests/agents` (and the virtualenv's suffix).
+    /// The folder under `tests/agents` (and the virtualenv's suffix, or the binary's prefix).
     pub(crate) fn name(self) -> &'static str {
         match self {
             Library::Fasta2a => "fasta2a",
             Library::PythonA2a => "python-a2a",
             Library::A2aServer => "a2a-server",
+            Library::TurulA2a => "turul-a2a",
+            Library::A2aProtocolServer => "a2a-protocol-server",
+        }
+    }
+
+    /// Whether the agent is a Rust binary rather than a Python script.
+    fn is_rust(self) -> bool {
+        matches!(self, Library::TurulA2a | Library::A2aProtocolServer)
+    }
+
+    /// The `CARDGATE_TEST_*_<NAME>` suffix: the name in upper case, `-` as `_`.
+    fn env_suffix(self) -> String {
+        self.name().to_ascii_uppercase().replace('-', "_")
+    }
+
+    /// The Rust agent's binary: `CARDGATE_TEST_AGENT_<NAME>` (set by `.ci/run`), else
+    /// `<name>-agent` in the debug directory of `$CARGO_TARGET_DIR` (`target` in the repo when
+    /// unset), where `cargo build --manifest-path tests/agents/<name>/Cargo.toml` puts it.
+    fn binary(self) -> Result<PathBuf, String> {
+        let var = format!("CARDGATE_TEST_AGENT_{}", self.env_suffix());
+        let binary = std::env::var_os(&var)
+            .map(PathBuf::from)
+            .unwrap_or_else(|| {
+                std::env::var_os("CARGO_TARGET_DIR")
+                    .map(PathBuf::from)
+                    .unwrap_or_else(|| repo_path("target"))
+                    .join("debug")
+                    .join(format!("{}-agent", self.name()))
+            });
+        if binary.exists() {
+            Ok(binary)
+        } else {
+            Err(format!(
+                "the {} agent's binary is missing at {} (set {var}, or build it: cargo build --manifest-path tests/agents/{}/Cargo.toml)",
+                self.name(),
+                binary.display(),
+                self.name()
+            ))
         }
     }
 
     /// The Python of the library's virtualenv: `CARDGATE_TEST_PYTHON_<NAME>` (set by
     /// `.ci/run`), else `/var/tmp/cardgate-pyenv-<name>`, where `.ci/run` creates it.
     fn python(self) -> Result<PathBuf, String> {
-        let var = format!(
-            "CARDGATE_TEST_PYTHON_{}",
-            self.name().to_ascii_uppercase().replace('-', "_")
-        );
+        let var = format!("CARDGATE_TEST_PYTHON_{}", self.env_suffix());
         let python = std::env::var_os(&var)
             .map(PathBuf::from)
             .unwrap_or_else(|| {
