@@ -237,6 +237,24 @@ impl App {
             stop.clone(),
         ));
         let follower = tokio::spawn(feed::follow(self.services.clone(), stop.clone()));
+        // Verdicts stand on the rules they were judged under: under another rulebook, stored
+        // evidence is judged again (in the background: the API serves meanwhile).
+        let rejudging = {
+            let services = self.services.clone();
+            tokio::spawn(async move {
+                let book = services.probe.rulebook.clone();
+                if let Err(e) = crate::service::rulebook::apply(
+                    &services.store,
+                    &book,
+                    "system",
+                    services.now(),
+                )
+                .await
+                {
+                    tracing::warn!(error = ?e, "re-judging stored evidence at start failed");
+                }
+            })
+        };
         let sender = tokio::spawn(deliveries::run(
             self.services.clone(),
             self.settings.worker.owner.clone(),
@@ -263,6 +281,7 @@ impl App {
         if let Err(e) = sender.await {
             tracing::error!(error = ?e, "the webhook sender panicked");
         }
+        rejudging.abort();
         if let Err(e) = follower.await {
             tracing::error!(error = ?e, "the change feed follower panicked");
         }

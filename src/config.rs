@@ -596,6 +596,12 @@ pub struct ProbeArgs {
     #[arg(long, env = "CARDGATE_PUBLIC_URL")]
     pub public_url: Option<url::Url>,
 
+    /// The operator's policy (TOML): rules whose failure blocks promotion beyond what the
+    /// trust model asks, e.g. `[rules."LC-CANCEL"] blocks = true`. Checked at start: a policy
+    /// that unblocks what the trust model requires is refused.
+    #[arg(long, env = "CARDGATE_POLICY_FILE", value_name = "FILE")]
+    pub policy_file: Option<std::path::PathBuf>,
+
     /// Deadline of one probe cycle, in seconds.
     #[arg(long, env = "CARDGATE_PROBE_DEADLINE_SECS", default_value_t = ProbeSettings::default().deadline.as_secs())]
     pub probe_deadline_secs: u64,
@@ -640,7 +646,9 @@ impl ProbeArgs {
                 "CARDGATE_PUBLIC_URL must be an http(s) URL"
             );
         }
+        let rulebook = crate::service::policy::rulebook(self.policy_file.as_deref())?;
         Ok(ProbeSettings {
+            rulebook: std::sync::Arc::new(rulebook),
             public_url: self.public_url.clone().map(with_trailing_slash),
             deadline: Duration::from_secs(self.probe_deadline_secs.max(1)),
             push_attempts: self.push_attempts.max(1),

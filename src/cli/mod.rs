@@ -4,6 +4,7 @@
 pub mod can_i_trust;
 pub(crate) mod junit;
 pub mod keys;
+pub mod policy;
 pub mod probe;
 pub mod verify;
 
@@ -58,6 +59,8 @@ pub enum Command {
     /// The CI gate: may a caller rely on this agent's lifecycle semantics? Asks a running
     /// registry; exit code 0: authoritative; 1: advisory; 2: no answer.
     CanITrust(can_i_trust::CanITrustArgs),
+    /// Check an operator policy file without starting the service (`policy check FILE`).
+    Policy(policy::PolicyArgs),
 }
 
 #[cfg(test)]

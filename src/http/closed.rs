@@ -14,6 +14,7 @@ use crate::domain::demotion::DemotionClass;
 use crate::domain::job::{JobKind, JobStatus};
 use crate::domain::probe::{self, Level, Rule, RunStatus, TaskRole, TaskState};
 use crate::domain::report::ReportOutcome;
+use crate::domain::rulebook::BlocksBy;
 use crate::domain::webhook::DeliveryStatus;
 
 /// An API enum mirroring a domain one: `Name from Domain { Variant <= pattern, … }`, each
@@ -77,12 +78,21 @@ closed_set!(
 );
 
 closed_set!(
+    /// What makes a rule's failure block promotion: the trust model, or the operator's policy.
+    BlocksByView from BlocksBy {
+        TrustModel <= BlocksBy::TrustModel,
+        Policy <= BlocksBy::Policy,
+    }
+);
+
+closed_set!(
     /// A demotion trigger's class.
     DemotionClassView from DemotionClass {
         Timestamp <= DemotionClass::Timestamp,
         History <= DemotionClass::History,
         Push <= DemotionClass::Push,
         Terminal <= DemotionClass::Terminal,
+        Policy <= DemotionClass::Policy,
     }
 );
 

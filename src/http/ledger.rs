@@ -41,7 +41,7 @@ pub struct EventView {
     pub protocol_version: String,
     /// `version-appeared`, `version-withdrawn`, `card-republished`, `capability-advertised`,
     /// `capability-withdrawn`, `card-untrusted`, `card-trust-restored`, `probe-finished`,
-    /// `promoted`, `demoted` or `report-received`.
+    /// `promoted`, `demoted`, `report-received` or `rejudged`.
     pub kind: String,
     /// The event's fields.
     #[schema(value_type = Object)]

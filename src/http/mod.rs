@@ -41,6 +41,7 @@ pub(crate) mod paging;
 pub mod permissions;
 pub(crate) mod probes;
 pub(crate) mod reports;
+pub(crate) mod rulebook;
 pub(crate) mod status;
 pub mod subscriptions;
 pub(crate) mod transparency;
@@ -318,6 +319,9 @@ fn api() -> OpenApiRouter<ApiState> {
         .routes(routes!(reports::create_report, reports::list_reports))
         .routes(routes!(status::list_jobs))
         .routes(routes!(status::get_status))
+        .routes(routes!(rulebook::get_rulebook))
+        .routes(routes!(rulebook::rejudge))
+        .routes(routes!(rulebook::what_if))
         .routes(routes!(trust::get_trust))
         .routes(routes!(ledger::list_ledger))
         .routes(routes!(ledger::verify_ledger))

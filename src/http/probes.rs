@@ -122,8 +122,12 @@ pub(crate) struct VerdictView {
     pub passed: bool,
     /// What kept the cycle from passing.
     pub reasons: Vec<String>,
-    /// Demotion triggers observed (`timestamp`, `history`, `push`, `terminal`) and why.
+    /// Demotion triggers observed (`timestamp`, `history`, `push`, `terminal`, `policy`) and
+    /// why.
     pub triggers: Vec<TriggerView>,
+    /// The rulebook version it was judged under (`GET /v1/rulebook`); absent on runs from
+    /// before rulebooks were versioned.
+    pub rulebook: Option<String>,
 }
 
 #[derive(Debug, Serialize, ToSchema)]
@@ -366,6 +370,7 @@ pub(crate) async fn get_probe(
                     reason: r.clone(),
                 })
                 .collect(),
+            rulebook: j.verdict.rulebook.clone(),
         }),
         transitions: evidence
             .iter()

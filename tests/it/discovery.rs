@@ -522,6 +522,7 @@ async fn promote(db: &TestDb, callee_id: &str, version: &str) {
             probe_run_id: ProbeRunId::new(),
             probe_started_at: time::now(),
             probe_start_seq: None,
+            rulebook: None,
         },
         actor: "test".into(),
     };

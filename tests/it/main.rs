@@ -28,6 +28,7 @@ mod readmodel;
 mod replicas;
 mod restart;
 mod retention;
+mod rulebook;
 mod schedule;
 mod sdk_agents;
 mod sse;

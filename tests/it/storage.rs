@@ -162,6 +162,7 @@ async fn appending_folds_subject_state_in_the_same_transaction(db: TestDb) {
                     probe_run_id: ProbeRunId::new(),
                     probe_started_at: probe_started,
                     probe_start_seq: Some(1),
+                    rulebook: None,
                 },
             )],
             t1,
@@ -211,6 +212,7 @@ async fn a_refused_event_writes_nothing(db: TestDb) {
         probe_run_id: None,
         report_id: None,
         reason: "x".into(),
+        rulebook: None,
     };
     let err = store
         .append(
@@ -530,6 +532,7 @@ async fn a_worker_that_lost_its_lease_finishes_nothing_and_appends_nothing(db: T
             probe_run_id: run.id,
             probe_started_at: secs(1),
             probe_start_seq: Some(1),
+            rulebook: None,
         }]
     };
     let head = store.ledger(Some(callee.id), 0, 100).await.unwrap().len();
@@ -588,6 +591,7 @@ async fn re_promotion_follows_ledger_order_whatever_the_clocks_say(db: TestDb) {
                     probe_run_id: ProbeRunId::new(),
                     probe_started_at: secs(0),
                     probe_start_seq: Some(1),
+                    rulebook: None,
                 },
             )],
             secs(1),
@@ -648,6 +652,7 @@ async fn re_promotion_follows_ledger_order_whatever_the_clocks_say(db: TestDb) {
         probe_run_id: None,
         report_id: Some(ReportId::new()),
         reason: "a report".into(),
+        rulebook: None,
     };
     // The worker's clock runs an hour ahead of the process that demotes: by the clocks the
     // probe started after the demotion, in ledger order it started before. No re-promotion.
@@ -716,6 +721,7 @@ fn passing_judgement() -> cardgate::domain::probe::Judgement {
             untimestamped: Vec::new(),
             unexercised: None,
             extended_card: None,
+            rulebook: None,
         },
     }
 }

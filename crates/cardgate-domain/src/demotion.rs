@@ -15,6 +15,8 @@ pub enum DemotionClass {
     Push,
     /// More than one terminal transition, or a transition after a terminal one.
     Terminal,
+    /// A failure of a rule the operator's policy makes blocking (the reason names the rule).
+    Policy,
 }
 
 impl DemotionClass {
@@ -24,12 +26,19 @@ impl DemotionClass {
             DemotionClass::History => "history",
             DemotionClass::Push => "push",
             DemotionClass::Terminal => "terminal",
+            DemotionClass::Policy => "policy",
         }
     }
 
     pub fn parse(s: &str) -> Option<Self> {
-        [Self::Timestamp, Self::History, Self::Push, Self::Terminal]
-            .into_iter()
-            .find(|c| c.as_str() == s)
+        [
+            Self::Timestamp,
+            Self::History,
+            Self::Push,
+            Self::Terminal,
+            Self::Policy,
+        ]
+        .into_iter()
+        .find(|c| c.as_str() == s)
     }
 }

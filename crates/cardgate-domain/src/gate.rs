@@ -270,7 +270,8 @@ impl SubjectState {
             EventBody::Demoted { class, .. } => next.gate = self.demoted(*class, at, seq)?,
             EventBody::CardRepublished { .. }
             | EventBody::ProbeFinished { .. }
-            | EventBody::ReportReceived { .. } => {}
+            | EventBody::ReportReceived { .. }
+            | EventBody::Rejudged { .. } => {}
         }
         Ok(next)
     }

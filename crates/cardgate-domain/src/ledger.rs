@@ -69,6 +69,10 @@ pub enum EventBody {
         /// refused): nothing it saw counts, for or against.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         not_exercised: Option<String>,
+        /// The rulebook version the verdict behind this event was judged under (absent on
+        /// events from before rulebooks were versioned, and on report demotions).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        rulebook: Option<String>,
     },
     /// `card-trusted` (or `demoted`) → `lifecycle-trusted`, on a passing probe cycle.
     Promoted {
@@ -77,6 +81,10 @@ pub enum EventBody {
         /// The ledger head seq when the probe started: what freshness is judged by.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         probe_start_seq: Option<i64>,
+        /// The rulebook version the verdict behind this event was judged under (absent on
+        /// events from before rulebooks were versioned, and on report demotions).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        rulebook: Option<String>,
     },
     /// `lifecycle-trusted` → `demoted`, by a probe finding or a verified caller report.
     Demoted {
@@ -84,6 +92,10 @@ pub enum EventBody {
         probe_run_id: Option<ProbeRunId>,
         report_id: Option<ReportId>,
         reason: String,
+        /// The rulebook version the verdict behind this event was judged under (absent on
+        /// events from before rulebooks were versioned, and on report demotions).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        rulebook: Option<String>,
     },
     /// A caller reported a violation and its evidence checked out.
     ReportReceived {
@@ -91,11 +103,25 @@ pub enum EventBody {
         trigger: String,
         reporter: String,
     },
+    /// The subject's newest finished run was judged again from its stored observations under
+    /// another rulebook, and the outcome changed. Moves no gate by itself: a demotion it
+    /// causes is its own event, and only a fresh probe promotes.
+    Rejudged {
+        probe_run_id: ProbeRunId,
+        /// The rulebook the run was judged under before (absent: before versioning).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        from_rulebook: Option<String>,
+        to_rulebook: String,
+        passed_before: bool,
+        passed_now: bool,
+        /// What now blocks it, one line per finding.
+        reasons: Vec<String>,
+    },
 }
 
 impl EventBody {
     /// Every kind, as stored in `kind`.
-    pub const KINDS: [&'static str; 11] = [
+    pub const KINDS: [&'static str; 12] = [
         "version-appeared",
         "version-withdrawn",
         "card-republished",
@@ -107,6 +133,7 @@ impl EventBody {
         "promoted",
         "demoted",
         "report-received",
+        "rejudged",
     ];
 
     pub fn kind(&self) -> &'static str {
@@ -122,6 +149,7 @@ impl EventBody {
             EventBody::Promoted { .. } => "promoted",
             EventBody::Demoted { .. } => "demoted",
             EventBody::ReportReceived { .. } => "report-received",
+            EventBody::Rejudged { .. } => "rejudged",
         }
     }
 

@@ -22,6 +22,7 @@ pub mod probe;
 pub mod receipt;
 pub mod report;
 pub mod retention;
+pub mod rulebook;
 pub mod secrets;
 pub mod signing;
 pub mod time;

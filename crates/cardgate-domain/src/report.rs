@@ -343,6 +343,7 @@ pub fn consequences(report: &Report, state: &SubjectState) -> (Vec<EventBody>, R
         probe_run_id: None,
         report_id: Some(report.id),
         reason: report.finding.clone(),
+        rulebook: None,
     });
     (events, ReportOutcome::Demoted)
 }

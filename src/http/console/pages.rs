@@ -503,7 +503,7 @@ fn event_item(callee: uuid::Uuid, e: &EventRecord, now: Timestamp) -> Markup {
                         (run(probe_run_id.0))
                     }
                     Some(EventBody::Promoted { probe_run_id, .. }) => { "Promoted to lifecycle-trusted by a passing " (run(probe_run_id.0)) "." }
-                    Some(EventBody::Demoted { class, probe_run_id, report_id, reason }) => {
+                    Some(EventBody::Demoted { class, probe_run_id, report_id, reason, .. }) => {
                         span.trigger data-trigger=(class.as_str()) { "Trigger: " (class.as_str()) } " — " (reason) " "
                         @if let Some(r) = probe_run_id { "Evidence: " (run(r.0)) "." }
                         @if let Some(r) = report_id { "Evidence: report " span.mono { (r.0) } "." }
@@ -511,11 +511,23 @@ fn event_item(callee: uuid::Uuid, e: &EventRecord, now: Timestamp) -> Markup {
                     Some(EventBody::ReportReceived { report_id, trigger, reporter }) => {
                         "A verified report by " (reporter) " of " code { (trigger) } " (report " span.mono { (report_id.0) } ")."
                     }
+                    Some(EventBody::Rejudged { probe_run_id, from_rulebook, to_rulebook, passed_now, reasons, .. }) => {
+                        "Re-judged from its stored evidence under rulebook " span.mono { (short(to_rulebook)) }
+                        " (was " span.mono { (from_rulebook.as_deref().map_or("unversioned", short)) } "): "
+                        @if *passed_now { "now passes; a fresh probe is queued, since only a probe promotes. " }
+                        @else { "now fails: " (reasons.join("; ")) ". " }
+                        (run(probe_run_id.0))
+                    }
                     None => { pre tabindex="0" { (e.data.to_string()) } }
                 }
             }
         }
     }
+}
+
+/// The first 12 hex digits of a rulebook version, as the console shows it.
+fn short(version: &str) -> &str {
+    version.get(..12).unwrap_or(version)
 }
 
 /// One probe run: the diagram, the verdict and findings, then the exchanges, collapsed.
@@ -553,6 +565,15 @@ pub(super) fn probe_run(
                 }
                 @if let Some(at) = run.finished_at() { dt { "Finished" } dd { (time::format(at)) } }
                 @if let Some(why) = run.abort_reason() { dt { "Aborted" } dd { (why) } }
+                @if let Some(j) = judgement {
+                    dt { "Rulebook" }
+                    dd {
+                        @match &j.verdict.rulebook {
+                            Some(version) => { span.mono title=(version) { (short(version)) } " (the rules and policy this verdict was judged under; " a href="/v1/rulebook" { "GET /v1/rulebook" } ")" }
+                            None => { "judged before rulebooks were versioned" }
+                        }
+                    }
+                }
                 @if let Some(at) = evidence.and_then(|e| e.transcript_pruned_at) {
                     dt { "Transcript" } dd { "pruned " (when(at, now)) ": past this subject's newest runs, and cited by no promotion or demotion. The verdict, findings and transitions stay." }
                 }

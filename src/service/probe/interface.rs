@@ -9,9 +9,7 @@ use url::Url;
 use crate::domain::binding::Binding;
 use crate::domain::capability::Capability;
 use crate::domain::card::{CardInterface, NormalizedCard};
-use crate::domain::probe::{
-    AccessBlock, ExtendedCard, Judgement, Observations, ProbeScript, checks,
-};
+use crate::domain::probe::{AccessBlock, ExtendedCard, Judgement, Observations, ProbeScript};
 use crate::domain::version::ProtocolVersion;
 use crate::remote::Outbound;
 use crate::remote::a2a::{A2aClient, Wire};
@@ -130,7 +128,7 @@ pub async fn probe_interface(input: CycleInput<'_>) -> Result<CycleOutput, Strin
             ));
             let mut observations = Observations::default();
             observations.access.blocked = Some(block);
-            let judgement = checks::evaluate(&observations, version, &advertised);
+            let judgement = settings.rulebook.judge(&observations, version, &advertised);
             return Ok(CycleOutput {
                 interface,
                 wire,
@@ -231,7 +229,7 @@ pub async fn probe_interface(input: CycleInput<'_>) -> Result<CycleOutput, Strin
         observations = redacted(observations, auth);
         transcript = redacted(transcript, auth);
     }
-    let judgement = checks::evaluate(&observations, version, &advertised);
+    let judgement = settings.rulebook.judge(&observations, version, &advertised);
     Ok(CycleOutput {
         interface,
         wire,

@@ -1,9 +1,11 @@
 //! How probes run: the deadlines, waits and limits every cycle shares.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use url::Url;
 
+use crate::domain::rulebook::Rulebook;
 use crate::remote::a2a::CallLimits;
 
 /// How probes run.
@@ -32,6 +34,9 @@ pub struct ProbeSettings {
     /// a stream that does not close waits it out. Generous, so a busy machine changes nothing.
     pub live_resubscribe_wait: Duration,
     pub limits: CallLimits,
+    /// The rules in force (the trust model's, under the operator's policy): every verdict is
+    /// judged under it and names its version.
+    pub rulebook: Arc<Rulebook>,
 }
 
 impl Default for ProbeSettings {
@@ -47,6 +52,7 @@ impl Default for ProbeSettings {
             resubscribe_wait: Duration::from_secs(3),
             live_resubscribe_wait: Duration::from_secs(10),
             limits: CallLimits::default(),
+            rulebook: Arc::new(Rulebook::trust_model()),
         }
     }
 }

@@ -22,6 +22,7 @@ fn promoted(started: i64) -> EventBody {
         probe_run_id: ProbeRunId::new(),
         probe_started_at: t(started),
         probe_start_seq: Some(started),
+        rulebook: None,
     }
 }
 
@@ -31,6 +32,7 @@ fn demoted(class: DemotionClass) -> EventBody {
         probe_run_id: None,
         report_id: Some(ReportId::new()),
         reason: "test".into(),
+        rulebook: None,
     }
 }
 

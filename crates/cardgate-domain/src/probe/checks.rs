@@ -152,6 +152,7 @@ fn unexercised(
         untimestamped: Vec::new(),
         unexercised: Some(reason),
         extended_card: None,
+        rulebook: None,
     };
     Judgement {
         findings,
@@ -1566,6 +1567,7 @@ fn verdict(findings: &[Finding], obs: &Observations) -> Verdict {
             Some(ExtendedCard::Used { sha256, .. }) => Some(sha256.clone()),
             _ => None,
         },
+        rulebook: None,
     }
 }
 

@@ -625,6 +625,10 @@ pub struct Verdict {
     /// one was (decisions name it).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub extended_card: Option<String>,
+    /// The rulebook version the verdict was judged under (`None` on runs from before
+    /// rulebooks were versioned).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rulebook: Option<String>,
 }
 
 /// Findings, capability results and verdict of one cycle.

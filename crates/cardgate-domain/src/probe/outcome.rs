@@ -28,6 +28,7 @@ pub fn ledger_events(
         passed: judgement.verdict.passed,
         failed_findings: failed,
         not_exercised: judgement.verdict.unexercised.clone(),
+        rulebook: judgement.verdict.rulebook.clone(),
     }];
     let promotable = match state.gate {
         GateState::CardTrusted => true,
@@ -39,6 +40,7 @@ pub fn ledger_events(
             probe_run_id: run,
             probe_started_at: start.at,
             probe_start_seq: start.head_seq,
+            rulebook: judgement.verdict.rulebook.clone(),
         });
     }
     if state.gate != GateState::CardTrusted {
@@ -50,6 +52,7 @@ pub fn ledger_events(
                     probe_run_id: Some(run),
                     report_id: None,
                     reason: reason.clone(),
+                    rulebook: judgement.verdict.rulebook.clone(),
                 });
             }
         }

@@ -25,6 +25,7 @@ fn judgement(passed: bool, triggers: &[DemotionClass]) -> Judgement {
             untimestamped: Vec::new(),
             unexercised: None,
             extended_card: None,
+            rulebook: None,
         },
     }
 }

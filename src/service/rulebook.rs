@@ -1,0 +1,140 @@
+//! Re-judging stored evidence when the rules change (issue 45): at start under a rulebook other
+//! than the one a subject's newest run was judged under, and on request. Each subject's newest
+//! finished run is judged again from its stored observations; a trusted subject whose evidence
+//! now fails is demoted, one whose evidence now passes gets a fresh probe (only a probe
+//! promotes), and every changed outcome appends a `rejudged` event. The what-if is the same
+//! plan, written nowhere.
+
+use std::collections::BTreeMap;
+
+use uuid::Uuid;
+
+use super::ServiceError;
+use super::probe::enqueue_probe;
+use crate::domain::ids::{CalleeId, ProbeRunId};
+use crate::domain::ledger::{EventBody, NewEvent};
+use crate::domain::rulebook::{Rejudgement, Rulebook, Standing, rejudge};
+use crate::domain::time::Timestamp;
+use crate::domain::version::ProtocolVersion;
+use crate::storage::Store;
+
+/// A subject whose outcome changes under the rulebook.
+#[derive(Debug, Clone)]
+pub struct Move {
+    pub callee_id: CalleeId,
+    pub card_url: String,
+    pub protocol_version: ProtocolVersion,
+    pub probe_run_id: ProbeRunId,
+    /// The rulebook the run was judged under (`None`: before versioning).
+    pub from_rulebook: Option<String>,
+    pub rejudgement: Rejudgement,
+}
+
+/// How many of a subject's newest events are searched for a re-judgement already recorded.
+const RECENT: u32 = 64;
+
+/// What judging every subject's newest finished run under `book` would change. Runs already
+/// judged, or re-judged, under `book` are skipped. Nothing is written.
+pub async fn plan(store: &Store, book: &Rulebook) -> Result<Vec<Move>, ServiceError> {
+    let subjects = store
+        .subjects_between(CalleeId(Uuid::nil()), CalleeId(Uuid::max()))
+        .await?;
+    let mut urls: BTreeMap<CalleeId, String> = BTreeMap::new();
+    let mut moves = Vec::new();
+    for subject in subjects {
+        let (callee, version) = (subject.callee_id, subject.protocol_version);
+        let Some(newest) = store.latest_finished_probe(callee, version).await? else {
+            continue;
+        };
+        let run = store.probe_run(newest.id).await?;
+        let last = last_rejudgement(store, callee, version, run.id).await?;
+        let from_rulebook = match &last {
+            Some(standing) => standing.rulebook.clone(),
+            None => run.judgement().and_then(|j| j.verdict.rulebook.clone()),
+        };
+        let Some(rejudgement) = rejudge(&subject.state, &run, last, book) else {
+            continue;
+        };
+        let card_url = match urls.get(&callee) {
+            Some(url) => url.clone(),
+            None => {
+                let url = store.callee(callee).await?.card_url.to_string();
+                urls.insert(callee, url.clone());
+                url
+            }
+        };
+        moves.push(Move {
+            callee_id: callee,
+            card_url,
+            protocol_version: version,
+            probe_run_id: run.id,
+            from_rulebook,
+            rejudgement,
+        });
+    }
+    Ok(moves)
+}
+
+/// Re-judges every subject under `book` and writes what changed: each move's events (all of
+/// a subject's or none), and a fresh probe for each subject whose evidence now passes.
+pub async fn apply(
+    store: &Store,
+    book: &Rulebook,
+    actor: &str,
+    now: Timestamp,
+) -> Result<Vec<Move>, ServiceError> {
+    let moves = plan(store, book).await?;
+    for m in &moves {
+        let events: Vec<NewEvent> = m
+            .rejudgement
+            .events
+            .iter()
+            .map(|body| NewEvent {
+                callee_id: m.callee_id,
+                protocol_version: m.protocol_version,
+                body: body.clone(),
+                actor: actor.to_string(),
+            })
+            .collect();
+        store.append(&events, now).await?;
+        if m.rejudgement.reprobe {
+            let reason = "re-judged: its evidence passes under the current rulebook";
+            enqueue_probe(store, m.callee_id, m.protocol_version, reason, actor, now).await?;
+        }
+    }
+    if !moves.is_empty() {
+        tracing::info!(
+            rulebook = book.version(),
+            moved = moves.len(),
+            "re-judged stored evidence under the current rulebook"
+        );
+    }
+    Ok(moves)
+}
+
+/// Where the newest re-judgement of `run` in the subject's recent ledger left it, if there is
+/// one (a restart under the same rules then judges nothing twice).
+async fn last_rejudgement(
+    store: &Store,
+    callee: CalleeId,
+    version: ProtocolVersion,
+    run: ProbeRunId,
+) -> Result<Option<Standing>, ServiceError> {
+    let recent = store
+        .subject_events_before(callee, version, i64::MAX, RECENT)
+        .await?;
+    Ok(recent
+        .into_iter()
+        .find_map(|e| match EventBody::from_parts(&e.kind, e.data) {
+            Ok(EventBody::Rejudged {
+                probe_run_id,
+                to_rulebook,
+                passed_now,
+                ..
+            }) if probe_run_id == run => Some(Standing {
+                rulebook: Some(to_rulebook),
+                passed: passed_now,
+            }),
+            _ => None,
+        }))
+}
