@@ -50,6 +50,7 @@ async fn run(command: Command) -> anyhow::Result<ExitCode> {
         Command::SecretsKey(args) => cardgate::cli::keys::secrets_key(args).await?,
         Command::CanITrust(args) => return Ok(cardgate::cli::can_i_trust::run(args).await),
         Command::Policy(args) => return Ok(cardgate::cli::policy::run(args)),
+        Command::Rejudge(args) => cardgate::cli::rejudge::run(args).await?,
         Command::Openapi => {
             println!(
                 "{}",

@@ -6,6 +6,7 @@ pub(crate) mod junit;
 pub mod keys;
 pub mod policy;
 pub mod probe;
+pub mod rejudge;
 pub mod verify;
 
 use clap::{Parser, Subcommand};
@@ -61,6 +62,9 @@ pub enum Command {
     CanITrust(can_i_trust::CanITrustArgs),
     /// Check an operator policy file without starting the service (`policy check FILE`).
     Policy(policy::PolicyArgs),
+    /// Judge every subject's newest finished run again from its stored observations, under
+    /// the policy given; `--dry-run` lists what would move and writes nothing.
+    Rejudge(rejudge::RejudgeArgs),
 }
 
 #[cfg(test)]

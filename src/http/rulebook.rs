@@ -2,6 +2,7 @@
 //! what, and its source, with the rulebook version every verdict names.
 
 use axum::Extension;
+use axum::body::Bytes;
 use axum::extract::State;
 use serde::Serialize;
 use utoipa::ToSchema;
@@ -157,8 +158,8 @@ pub(crate) async fn rejudge(
 /// rules and this policy. Nothing is written.
 #[utoipa::path(post, path = "/v1/rulebook/what-if", tag = "probes",
     security(("bearer" = ["admin"])),
-    request_body(content = String, content_type = "application/toml",
-        description = "A policy file, as `CARDGATE_POLICY_FILE` names it"),
+    request_body(content = String, content_type = "text/plain",
+        description = "A policy file (TOML), as `CARDGATE_POLICY_FILE` names it; an empty policy is `[rules]`"),
     responses(
         (status = 401, description = "No valid API key", body = ErrorBody),
         (status = 403, description = "The key's role is not enough", body = ErrorBody),
@@ -166,10 +167,17 @@ pub(crate) async fn rejudge(
         (status = 200, description = "What would move", body = RejudgeView)))]
 pub(crate) async fn what_if(
     State(app): State<ApiState>,
-    body: String,
+    body: Bytes,
 ) -> Result<Json<RejudgeView>, ApiError> {
-    let policy = service::policy::parse(&body)
-        .map_err(|e| ApiError::bad_request("invalid_policy", format!("the policy: {e:#}")))?;
+    let invalid = |message: String| ApiError::bad_request("invalid_policy", message);
+    let text = std::str::from_utf8(&body)
+        .map_err(|_| invalid("the policy must be UTF-8 text (TOML)".into()))?;
+    if text.trim().is_empty() {
+        return Err(invalid(
+            "the body must be a policy file (TOML); an empty policy is `[rules]`".into(),
+        ));
+    }
+    let policy = service::policy::parse(text).map_err(|e| invalid(format!("the policy: {e:#}")))?;
     let book = Rulebook::new(policy);
     let moves = service::rulebook::plan(&app.services.store, &book).await?;
     Ok(Json(rejudge_view(&book, false, &moves)))

@@ -121,6 +121,9 @@ pub(crate) struct EvidenceView {
     /// The subject's newest ledger event at the time of the answer.
     pub ledger_seq: Option<i64>,
     pub ledger_hash: Option<String>,
+    /// The rulebook in force (`GET /v1/rulebook`): the rules the evidence is judged under.
+    /// Stored evidence is judged again under it when the service starts under a new one.
+    pub rulebook: String,
 }
 
 /// Parses the query into the callee and the caller's posture, with a precise error for each
@@ -195,7 +198,7 @@ fn parse(q: TrustQuery) -> Result<Question, ApiError> {
     })
 }
 
-fn view(callee_id: CalleeId, posture: &Posture, d: Decision) -> DecisionView {
+fn view(callee_id: CalleeId, posture: &Posture, d: Decision, rulebook: &str) -> DecisionView {
     DecisionView {
         callee_id: callee_id.0,
         caller_version: posture.caller_version.to_string(),
@@ -224,6 +227,7 @@ fn view(callee_id: CalleeId, posture: &Posture, d: Decision) -> DecisionView {
             probe_run_id: d.evidence.probe_run_id.map(|id| id.0),
             ledger_seq: d.evidence.ledger_seq,
             ledger_hash: d.evidence.ledger_hash,
+            rulebook: rulebook.to_string(),
         },
         receipt: None,
     }
@@ -292,7 +296,10 @@ pub(crate) async fn get_trust(
         callee_id,
         &posture,
         min_seq,
-        |decision| Tagged::json(&view(callee_id, &posture, decision)),
+        |decision| {
+            let rulebook = services.probe.rulebook.version();
+            Tagged::json(&view(callee_id, &posture, decision, rulebook))
+        },
     )
     .await??;
     Ok(conditional::respond_tagged(
@@ -314,7 +321,12 @@ async fn with_receipt(
 ) -> Result<Response, ApiError> {
     let services = &app.services;
     let decision = trust::decide(&services.view, callee_id, &posture, min_seq).await?;
-    let mut answer = view(callee_id, &posture, decision);
+    let mut answer = view(
+        callee_id,
+        &posture,
+        decision,
+        services.probe.rulebook.version(),
+    );
     let signed = serde_json::to_value(&answer).map_err(|e| ApiError::Internal(e.into()))?;
     let jws = services
         .transparency

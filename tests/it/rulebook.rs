@@ -12,7 +12,7 @@ use cardgate::domain::rulebook::Rulebook;
 use cardgate::fake_agent::{Behaviour, FakeAgent, FakeAgentConfig};
 use serde_json::{Value, json};
 
-use crate::probes::{events, finding, gate, probe, register};
+use crate::probes::{decision, events, finding, gate, probe, register};
 use crate::support::{ADMIN_TOKEN, TestDb, TestServer, on_both_backends, test_settings};
 
 /// Makes a SHOULD finding (where the push token travels) block promotion.
@@ -30,7 +30,7 @@ fn settings(db: &TestDb, policy: Option<&str>) -> Settings {
 async fn post_toml(server: &TestServer, path: &str, body: &str) -> (u16, Value) {
     let response = crate::support::client_with(ADMIN_TOKEN)
         .post(server.url(path))
-        .header("content-type", "application/toml")
+        .header("content-type", "text/plain")
         .body(body.to_string())
         .send()
         .await
@@ -87,6 +87,9 @@ async fn a_policy_moves_subjects_from_stored_evidence_as_the_what_if_said(db: Te
         assert_eq!(e["data"]["rulebook"], plain.as_str(), "{e:#}");
     }
 
+    let answer = decision(&server, &callee, "caller_version=1.0").await;
+    assert_eq!(answer["evidence"]["rulebook"], plain.as_str(), "{answer:#}");
+
     // Before anything changes: what would the policy do?
     let (status, what_if) = post_toml(&server, "/v1/rulebook/what-if", POLICY).await;
     assert_eq!(status, 200, "{what_if:#}");
@@ -121,7 +124,35 @@ async fn a_policy_moves_subjects_from_stored_evidence_as_the_what_if_said(db: Te
             .contains("cannot be unblocked"),
         "{refused:#}"
     );
+    let (status, empty) = post_toml(&server, "/v1/rulebook/what-if", " \n").await;
+    assert_eq!(
+        (status, &empty["error"]["code"]),
+        (400, &json!("invalid_policy"))
+    );
     server.stop().await;
+
+    // The same plan from the command line, where `serve` runs: it writes nothing either.
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("policy.toml");
+    std::fs::write(&file, POLICY).unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_cardgate"))
+        .args(["rejudge", "--dry-run", "--policy"])
+        .arg(&file)
+        .env("DATABASE_URL", db.url())
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(stdout.contains("1 subject(s) would move"), "{stdout}");
+    assert!(
+        stdout.contains(&callee) && stdout.contains(&run_id),
+        "{stdout}"
+    );
+    assert!(stdout.contains("demoted (policy)"), "{stdout}");
 
     // Restart under the policy: the subject moves as the what-if said, without a probe.
     let server = TestServer::start_with(settings(&db, Some(POLICY))).await;

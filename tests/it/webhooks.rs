@@ -433,14 +433,6 @@ async fn a_receiver_down_past_the_window_ends_failed_and_410_disables(db: TestDb
     server.stop().await;
 }
 
-/// The URL of the database `db` lives in, for a separate process.
-fn database_url(db: &TestDb) -> String {
-    match &db.target {
-        cardgate::storage::DatabaseTarget::Postgres(url) => url.clone(),
-        cardgate::storage::DatabaseTarget::Sqlite(path) => format!("sqlite://{}", path.display()),
-    }
-}
-
 async fn a_delivery_cut_off_by_kill_9_is_made_after_the_restart(db: TestDb) {
     let agent = FakeAgent::start(FakeAgentConfig::default(), Behaviour::Conformant)
         .await
@@ -452,7 +444,7 @@ async fn a_delivery_cut_off_by_kill_9_is_made_after_the_restart(db: TestDb) {
     };
     let dir = tempfile::tempdir().unwrap();
     let log = |name: &str| dir.path().join(name).display().to_string();
-    let url = database_url(&db);
+    let url = db.url();
     let mut first =
         crate::replicas::spawn_replica(&url, "http://127.0.0.1:9/", &log("a.log")).await;
     let subscription = admin_post(
@@ -497,7 +489,7 @@ async fn two_replicas_deliver_each_event_once_per_subscription() {
     let Some(db) = TestDb::postgres().await else {
         return;
     };
-    let url = database_url(&db);
+    let url = db.url();
     let mut agents = Vec::new();
     for _ in 0..6 {
         let agent = FakeAgent::start(FakeAgentConfig::default(), Behaviour::Conformant);

@@ -353,6 +353,7 @@ export function parseDecision(body: unknown): Decision {
       probeRunId: strOrNull(ev['probe_run_id']),
       ledgerSeq: typeof ev['ledger_seq'] === 'number' ? ev['ledger_seq'] : null,
       ledgerHash: strOrNull(ev['ledger_hash']),
+      rulebook: strOrNull(ev['rulebook']),
     }),
   });
 }

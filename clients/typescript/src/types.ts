@@ -38,6 +38,8 @@ export interface Evidence {
   /** The subject's newest ledger event when the decision was made. */
   readonly ledgerSeq: number | null;
   readonly ledgerHash: string | null;
+  /** The rulebook version the evidence is judged under (`GET /v1/rulebook`). */
+  readonly rulebook: string | null;
 }
 
 /** The registry's decision about one agent, for one caller posture. Frozen. */

@@ -117,6 +117,14 @@ impl TestDb {
         })
     }
 
+    /// The URL of the database, for a separate process (`DATABASE_URL`).
+    pub(crate) fn url(&self) -> String {
+        match &self.target {
+            DatabaseTarget::Postgres(url) => url.clone(),
+            DatabaseTarget::Sqlite(path) => format!("sqlite://{}", path.display()),
+        }
+    }
+
     pub(crate) fn backend(&self) -> &'static str {
         self.store.backend().as_str()
     }

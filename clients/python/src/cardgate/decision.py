@@ -53,6 +53,8 @@ class Evidence:
     probe_run_id: str | None = None
     ledger_seq: int | None = None
     ledger_hash: str | None = None
+    #: The rulebook version the evidence is judged under (`GET /v1/rulebook`).
+    rulebook: str | None = None
 
 
 @dataclass(frozen=True)
@@ -82,6 +84,7 @@ class Decision:
                 probe_run_id=evidence.get("probe_run_id"),
                 ledger_seq=evidence.get("ledger_seq"),
                 ledger_hash=evidence.get("ledger_hash"),
+                rulebook=evidence.get("rulebook"),
             ),
             raw=body,
         )
