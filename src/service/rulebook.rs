@@ -46,12 +46,20 @@ pub async fn plan(store: &Store, book: &Rulebook) -> Result<Vec<Move>, ServiceEr
         let Some(newest) = store.latest_finished_probe(callee, version).await? else {
             continue;
         };
-        let run = store.probe_run(newest.id).await?;
-        let last = last_rejudgement(store, callee, version, run.id).await?;
-        let from_rulebook = match &last {
-            Some(standing) => standing.rulebook.clone(),
-            None => run.judgement().and_then(|j| j.verdict.rulebook.clone()),
+        // Most runs stand under the rulebook in force, by their newest re-judgement or else
+        // their own verdict: that is read before any evidence is loaded.
+        let last = last_rejudgement(store, callee, version, newest.id).await?;
+        let standing = match &last {
+            Some(last) => last.rulebook.as_deref(),
+            None => newest
+                .judgement()
+                .and_then(|j| j.verdict.rulebook.as_deref()),
         };
+        if standing == Some(book.version()) {
+            continue;
+        }
+        let from_rulebook = standing.map(str::to_string);
+        let run = store.probe_run(newest.id).await?;
         let Some(rejudgement) = rejudge(&subject.state, &run, last, book) else {
             continue;
         };

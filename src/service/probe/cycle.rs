@@ -525,28 +525,28 @@ impl<'a> Cycle<'a> {
         };
         let (call, answer) = self.client.send("ended: send", &out).await;
         let send = match answer {
-            // The ended task itself answered: what it shows is among its transitions.
-            Answer::Result(value)
-                if classify(&value).is_ok_and(|event| event.task_id() == Some(task_id)) =>
-            {
-                self.step("  accepted".into());
-                self.observe(TaskRole::Lifecycle, Source::Response, call, &value);
-                EndedSend::Answered { call }
-            }
-            // Accepted as something else (a new task, a bare message): the ended task did not
-            // move, so this answer is not one of its states.
-            Answer::Result(value) => {
-                let what = match classify(&value) {
-                    Ok(Event::Task { id, .. }) => {
-                        format!("a new task {}", id.as_deref().unwrap_or("without an id"))
-                    }
-                    Ok(Event::Message { .. }) => "a message".into(),
-                    Ok(_) => "an event".into(),
-                    Err(e) => format!("an answer that is not A2A ({e})"),
-                };
-                self.step(format!("  accepted, answered with {what}"));
-                EndedSend::Elsewhere { call, what }
-            }
+            Answer::Result(value) => match classify(&value) {
+                // The ended task itself answered: what it shows is among its transitions.
+                Ok(event) if event.task_id() == Some(task_id) => {
+                    self.step("  accepted".into());
+                    self.observe(TaskRole::Lifecycle, Source::Response, call, &value);
+                    EndedSend::Answered { call }
+                }
+                // Accepted as something else (a new task, a bare message): the ended task did
+                // not move, so this answer is not one of its states.
+                other => {
+                    let what = match other {
+                        Ok(Event::Task { id, .. }) => {
+                            format!("a new task {}", id.as_deref().unwrap_or("without an id"))
+                        }
+                        Ok(Event::Message { .. }) => "a message".into(),
+                        Ok(_) => "an event".into(),
+                        Err(e) => format!("an answer that is not A2A ({e})"),
+                    };
+                    self.step(format!("  accepted, answered with {what}"));
+                    EndedSend::Elsewhere { call, what }
+                }
+            },
             Answer::Error { code, message } => {
                 self.step(format!("  refused: {code}: {message}"));
                 if self
@@ -641,7 +641,7 @@ impl<'a> Cycle<'a> {
         ));
         let started = Instant::now();
         let step = format!("{role:?}: resubscribe (live)").to_lowercase();
-        let refused = |outcome| LiveResubscribe {
+        let record = |outcome| LiveResubscribe {
             role,
             state,
             outcome,
@@ -657,7 +657,7 @@ impl<'a> Cycle<'a> {
                         },
                     };
                     self.step(format!("  resubscription: {outcome:?}"));
-                    self.obs.live_resubscribes.push(refused(outcome));
+                    self.obs.live_resubscribes.push(record(outcome));
                     return None;
                 }
                 Streamed::Events {
@@ -678,7 +678,7 @@ impl<'a> Cycle<'a> {
                     call,
                     first_is_task: false,
                 };
-                self.obs.live_resubscribes.push(refused(outcome));
+                self.obs.live_resubscribes.push(record(outcome));
                 return None;
             }
         };
@@ -689,7 +689,7 @@ impl<'a> Cycle<'a> {
                 self.stream_ended(&mut run, StreamStop::Closed, started, "live resubscription");
                 self.obs.streams.push(run);
                 let outcome = LiveOutcome::Refused { code, message };
-                self.obs.live_resubscribes.push(refused(outcome));
+                self.obs.live_resubscribes.push(record(outcome));
                 return None;
             }
             Answer::Result(value) => matches!(classify(&value), Ok(Event::Task { .. })),

@@ -114,20 +114,24 @@ fn a_cancel_answered_canceled_that_does_not_hold_is_a_terminal_finding() {
     assert!(j.verdict.passed, "{:#?}", j.verdict.reasons);
 }
 
+/// The lifecycle task's first turn (stream 0): submitted, working, then asking for input.
+fn asked_for_input() -> Obs {
+    Obs::new().stream(
+        0,
+        &[
+            ("TASK_STATE_SUBMITTED", true),
+            ("TASK_STATE_WORKING", true),
+            ("TASK_STATE_INPUT_REQUIRED", true),
+        ],
+    )
+}
+
 /// A lifecycle with an input-required turn (stream 0, then the follow-up's stream 2), and a
 /// resubscription (stream 1) opened while the task waited for input: its snapshot, then
 /// `carried` of the states the follow-up moved the task through (the same events, so the same
 /// timestamps), ending by `end`.
 fn live(carried: usize, end: StreamEnd, first_is_task: bool) -> Obs {
-    let mut obs = Obs::new()
-        .stream(
-            0,
-            &[
-                ("TASK_STATE_SUBMITTED", true),
-                ("TASK_STATE_WORKING", true),
-                ("TASK_STATE_INPUT_REQUIRED", true),
-            ],
-        )
+    let mut obs = asked_for_input()
         .stream(
             2,
             &[("TASK_STATE_WORKING", true), ("TASK_STATE_COMPLETED", true)],
@@ -316,23 +320,14 @@ fn a_message_to_an_ended_task_answered_with_a_new_task_blocks_but_does_not_demot
 #[test]
 fn a_new_turn_may_start_as_submitted_but_no_step_back_without_one() {
     let turn = |follow_up: bool| {
-        let mut obs = Obs::new()
-            .stream(
-                0,
-                &[
-                    ("TASK_STATE_SUBMITTED", true),
-                    ("TASK_STATE_WORKING", true),
-                    ("TASK_STATE_INPUT_REQUIRED", true),
-                ],
-            )
-            .stream(
-                2,
-                &[
-                    ("TASK_STATE_SUBMITTED", true),
-                    ("TASK_STATE_WORKING", true),
-                    ("TASK_STATE_COMPLETED", true),
-                ],
-            );
+        let mut obs = asked_for_input().stream(
+            2,
+            &[
+                ("TASK_STATE_SUBMITTED", true),
+                ("TASK_STATE_WORKING", true),
+                ("TASK_STATE_COMPLETED", true),
+            ],
+        );
         if follow_up {
             obs.o.follow_ups_sent = 1;
             obs.o.follow_up_calls = vec![(TaskRole::Lifecycle, 2)];
