@@ -1,7 +1,7 @@
 //! Attestations: a subject's trust verdict as a signed in-toto statement
 //! ([`crate::domain::attestation`]), made from the store as it stands: the card snapshot the
-//! verdict rests on, the newest finished probe run and its findings, the decisions for the
-//! standard postures, the ledger event of the subject's last gate change, and a checkpoint
+//! verdict rests on, the newest finished probe run and its findings with the rulebook that
+//! judged them, the decisions for the standard postures under the rulebook in force, the ledger event of the subject's last gate change, and a checkpoint
 //! signed now that includes it. One is kept for every promotion and demotion.
 
 use serde_json::{Value, json};
@@ -129,8 +129,12 @@ async fn attest_at(
             });
         }
         let start = run.start();
+        let judged_under = super::rulebook::standing(store, callee, version)
+            .await?
+            .and_then(|(id, rulebook)| (id == run.id).then_some(rulebook).flatten());
         probe = json!({
             "id": run.id,
+            "rulebook": judged_under,
             "binding": run.binding.map(|b| b.as_str()),
             "wire": start.map(|s| s.wire.as_str()),
             "started_at": start.map(|s| crate::domain::time::format(s.at)),
@@ -180,6 +184,7 @@ async fn attest_at(
         "issued_at": crate::domain::time::format(now),
         "callee_id": callee,
         "protocol_version": version.to_string(),
+        "rulebook": services.probe.rulebook.version(),
         "gate_state": subject.gate().as_str(),
         "demotion_classes": trigger,
         "decisions": decisions,

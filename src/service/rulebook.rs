@@ -28,10 +28,30 @@ pub struct Move {
     /// The rulebook the run was judged under (`None`: before versioning).
     pub from_rulebook: Option<String>,
     pub rejudgement: Rejudgement,
+    /// The subject's last ledger seq when it was judged: the move is written only if nothing
+    /// happened to the subject since (a probe finishing, another replica re-judging).
+    seen_seq: i64,
 }
 
 /// How many of a subject's newest events are searched for a re-judgement already recorded.
 const RECENT: u32 = 64;
+
+/// The subject's newest finished run and the rulebook its outcome stands judged under: its
+/// newest re-judgement's, else its own verdict's (`None` before rulebooks were versioned).
+pub async fn standing(
+    store: &Store,
+    callee: CalleeId,
+    version: ProtocolVersion,
+) -> Result<Option<(ProbeRunId, Option<String>)>, ServiceError> {
+    let Some(newest) = store.latest_finished_probe(callee, version).await? else {
+        return Ok(None);
+    };
+    let rulebook = match last_rejudgement(store, callee, version, newest.id).await? {
+        Some(last) => last.rulebook,
+        None => newest.judgement().and_then(|j| j.verdict.rulebook.clone()),
+    };
+    Ok(Some((newest.id, rulebook)))
+}
 
 /// What judging every subject's newest finished run under `book` would change. Runs already
 /// judged, or re-judged, under `book` are skipped. Nothing is written.
@@ -78,21 +98,25 @@ pub async fn plan(store: &Store, book: &Rulebook) -> Result<Vec<Move>, ServiceEr
             probe_run_id: run.id,
             from_rulebook,
             rejudgement,
+            seen_seq: subject.last_seq,
         });
     }
     Ok(moves)
 }
 
 /// Re-judges every subject under `book` and writes what changed: each move's events (all of
-/// a subject's or none), and a fresh probe for each subject whose evidence now passes.
+/// a subject's or none), and a fresh probe for each subject whose evidence now passes. A
+/// subject that moved on since it was judged is left alone: whatever moved it (a probe, or
+/// another replica starting under the same rules) judged it under newer evidence or already
+/// wrote this move. Returns the moves written.
 pub async fn apply(
     store: &Store,
     book: &Rulebook,
     actor: &str,
     now: Timestamp,
 ) -> Result<Vec<Move>, ServiceError> {
-    let moves = plan(store, book).await?;
-    for m in &moves {
+    let mut written = Vec::new();
+    for m in plan(store, book).await? {
         let events: Vec<NewEvent> = m
             .rejudgement
             .events
@@ -104,20 +128,27 @@ pub async fn apply(
                 actor: actor.to_string(),
             })
             .collect();
-        store.append(&events, now).await?;
+        if store
+            .append_unless_moved(&events, m.seen_seq, now)
+            .await?
+            .is_none()
+        {
+            continue;
+        }
         if m.rejudgement.reprobe {
             let reason = "re-judged: its evidence passes under the current rulebook";
             enqueue_probe(store, m.callee_id, m.protocol_version, reason, actor, now).await?;
         }
+        written.push(m);
     }
-    if !moves.is_empty() {
+    if !written.is_empty() {
         tracing::info!(
             rulebook = book.version(),
-            moved = moves.len(),
+            moved = written.len(),
             "re-judged stored evidence under the current rulebook"
         );
     }
-    Ok(moves)
+    Ok(written)
 }
 
 /// Where the newest re-judgement of `run` in the subject's recent ledger left it, if there is

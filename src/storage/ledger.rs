@@ -217,6 +217,39 @@ impl Store {
         })
     }
 
+    /// Appends `events`, all of one subject, only if that subject's last seq is still
+    /// `seen_seq`: `None` (and nothing written) when another writer moved it since it was read.
+    pub async fn append_unless_moved(
+        &self,
+        events: &[NewEvent],
+        seen_seq: i64,
+        now: Timestamp,
+    ) -> Result<Option<Vec<(EventRecord, Subject)>>, StoreError> {
+        let Some(first) = events.first() else {
+            return Ok(Some(Vec::new()));
+        };
+        debug_assert!(events.iter().all(
+            |e| e.callee_id == first.callee_id && e.protocol_version == first.protocol_version
+        ));
+        dispatch!(self, |pool| {
+            let mut tx = pool.begin_write().await?;
+            // Under the append lock, so no writer can move the subject between this read and
+            // the append.
+            tx.lock_ledger().await?;
+            let current = tx.subject_of(first).await?;
+            if current.map(|s| s.last_seq) != Some(seen_seq) {
+                return Ok(None);
+            }
+            let (appended, leased) = tx
+                .append_events(events, now, self.lessee(now).as_ref())
+                .await?;
+            tx.record_change(Changed::Callee(first.callee_id), now)
+                .await?;
+            self.commit_handing_off(tx, leased).await?;
+            Ok(Some(appended))
+        })
+    }
+
     /// Events after `after` in sequence order, optionally for one callee.
     pub async fn ledger(
         &self,

@@ -45,6 +45,7 @@ const pages = {
   subject: `/ui/callees/${seed.demoted}/subjects/1.0`,
   probe: `/ui/probes/${seed.demoting_run}`,
   card: `/ui/callees/${seed.untrusted}/cards/${seed.untrusted_snapshot}`,
+  rulebook: "/ui/rulebook",
 };
 
 try {
@@ -111,6 +112,12 @@ try {
     check(`${width}: the card page gives the signature verdict`, signature?.length > 3, signature);
     check(`${width}: the card page compares with the previous snapshot`, (await page.textContent("main"))?.includes("Compared with"));
     await shoot(page, `${width}-card`);
+
+    await page.goto(`${base}${pages.rulebook}`);
+    const timestamps = await page.textContent("tr#LC-TIMESTAMPS");
+    check(`${width}: the rulebook says a MUST blocks by the trust model`, timestamps?.includes("yes, by the trust model"), timestamps);
+    check(`${width}: the rulebook gives each rule's source`, timestamps?.includes("A2A v1.0"), timestamps);
+    await shoot(page, `${width}-rulebook`);
 
     // Sign-out ends the session: the console asks for a key again.
     await page.goto(`${base}/ui`);

@@ -165,6 +165,10 @@ async fn a_demotion_is_attested_in_a_form_anyone_can_check(db: TestDb) {
     assert_eq!(predicate["demotion_classes"], json!(["timestamp"]));
     assert_eq!(predicate["ledger"]["kind"], "demoted");
     assert_eq!(predicate["probe_run"]["id"], run["id"]);
+    // It names the rules: those in force, and those the run's findings were judged under.
+    let (_, book) = server.get("/v1/rulebook").await;
+    assert_eq!(predicate["rulebook"], book["version"], "{predicate:#}");
+    assert_eq!(predicate["probe_run"]["rulebook"], book["version"]);
     // The predicate has exactly the fields its published schema requires.
     let schema: Value = serde_json::from_str(
         &std::fs::read_to_string(crate::support::repo_path(

@@ -371,6 +371,30 @@ async fn the_console_lists_filters_and_explains_and_changes_nothing(db: TestDb) 
         "authoritative"
     );
 
+    // Each subject says which rulebook judged it; the rulebook page lists every rule.
+    let (_, book) = server.get("/v1/rulebook").await;
+    let version = book["version"].as_str().unwrap();
+    assert!(
+        html.contains(&format!(
+            "Judged under rulebook <span class=\"mono\" title=\"{version}\">{}",
+            &version[..12]
+        )),
+        "{html}"
+    );
+    let (status, _, html) = page(&server, &cookie, "/ui/rulebook").await;
+    assert_eq!(status, 200);
+    assert!(html.contains(version), "{html}");
+    for rule in book["rules"].as_array().unwrap() {
+        let code = rule["code"].as_str().unwrap();
+        assert!(html.contains(&format!("<tr id=\"{code}\">")), "{code}");
+    }
+    let row = &html[html.find("<tr id=\"LC-TIMESTAMPS\">").unwrap()..];
+    let row = &row[..row.find("</tr>").unwrap()];
+    assert!(row.contains("yes, by the trust model"), "{row}");
+    let row = &html[html.find("<tr id=\"LC-CANCEL\">").unwrap()..];
+    let row = &row[..row.find("</tr>").unwrap()];
+    assert!(row.contains("no: reported only"), "{row}");
+
     // The probe run: the diagram, its marks and the findings.
     let (status, _, html) = page(
         &server,
@@ -418,6 +442,7 @@ async fn the_console_lists_filters_and_explains_and_changes_nothing(db: TestDb) 
         subject.clone(),
         format!("/ui/probes/{}", seeded.demoting_run),
         card.clone(),
+        "/ui/rulebook".to_string(),
     ];
     for path in &paths {
         assert_eq!(page(&server, &cookie, path).await.0, 200, "{path}");
@@ -582,10 +607,10 @@ async fn every_console_page_shows_what_it_must_in_a_real_browser() {
     // Desktop, phone and dark, every page, and the accessibility check of each.
     assert_eq!(
         report["screenshots"].as_array().unwrap().len(),
-        15,
+        18,
         "{report:#}"
     );
-    assert_eq!(report["axe"].as_object().unwrap().len(), 18, "{report:#}");
+    assert_eq!(report["axe"].as_object().unwrap().len(), 21, "{report:#}");
     for shot in report["screenshots"].as_array().unwrap() {
         let bytes = std::fs::metadata(shot.as_str().unwrap()).unwrap().len();
         assert!(bytes > 10_000, "{shot} is {bytes} bytes: nothing rendered?");

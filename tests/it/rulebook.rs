@@ -154,8 +154,12 @@ async fn a_policy_moves_subjects_from_stored_evidence_as_the_what_if_said(db: Te
     );
     assert!(stdout.contains("demoted (policy)"), "{stdout}");
 
-    // Restart under the policy: the subject moves as the what-if said, without a probe.
-    let server = TestServer::start_with(settings(&db, Some(POLICY))).await;
+    // Restart under the policy, as two replicas on the one database: the subject moves as
+    // the what-if said, once, without a probe.
+    let (server, replica) = tokio::join!(
+        TestServer::start_with(settings(&db, Some(POLICY))),
+        TestServer::start_with(settings(&db, Some(POLICY)))
+    );
     let (_, book) = server.get("/v1/rulebook").await;
     assert_eq!(book["version"], policy_version.as_str());
     let token = book["rules"]
@@ -194,6 +198,9 @@ async fn a_policy_moves_subjects_from_stored_evidence_as_the_what_if_said(db: Te
         1,
         "nothing was probed"
     );
+    replica.stop().await;
+    assert_eq!(ledger(&server, &callee, "rejudged").await.len(), 1);
+    assert_eq!(ledger(&server, &callee, "demoted").await.len(), 1);
     server.stop().await;
 
     // Restart under the same policy: nothing is judged twice.

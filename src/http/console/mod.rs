@@ -59,6 +59,7 @@ pub(crate) fn router(guard: Arc<Guard>) -> Router<ApiState> {
         .route("/ui/callees/{id}/subjects/{version}", get(subject_page))
         .route("/ui/callees/{id}/cards/{snapshot}", get(card_page))
         .route("/ui/probes/{id}", get(probe_page))
+        .route("/ui/rulebook", get(rulebook_page))
         .route("/ui/sign-out", post(sign_out))
         .route_layer(middleware::from_fn_with_state(
             guard.clone(),
@@ -510,6 +511,7 @@ async fn subject_page(
         absolute: format!("{base}{path}"),
         path,
     };
+    let judged = crate::service::rulebook::standing(&services.store, id, version).await?;
     let view = pages::SubjectView {
         detail: &detail,
         subject,
@@ -517,6 +519,8 @@ async fn subject_page(
         badge,
         events,
         older,
+        rulebook: services.probe.rulebook.version(),
+        judged,
     };
     page(pages::subject(&viewer(&caller), &view, services.now()))
 }
@@ -537,6 +541,13 @@ async fn probe_page(
         &pages::display_name(&detail),
         &events,
         services.now(),
+    ))
+}
+
+async fn rulebook_page(State(app): State<ApiState>, Extension(caller): Extension<Caller>) -> Page {
+    page(pages::rulebook(
+        &viewer(&caller),
+        &app.services.probe.rulebook,
     ))
 }
 

@@ -6,16 +6,20 @@ use chrono::Duration;
 use maud::{DOCTYPE, Markup, PreEscaped, html};
 
 use super::diagram;
+
+mod rulebook;
 use crate::domain::callee::CalleeFilter;
 use crate::domain::capability::CapabilityOutcome;
 use crate::domain::card::signature::{KeySource, SignatureVerdict};
 use crate::domain::card::{CardSnapshot, SnapshotSource};
 use crate::domain::decision::{ConditionStatus, Decision, Dedup, Posture};
 use crate::domain::gate::{EffectiveGate, Subject};
+use crate::domain::ids::ProbeRunId;
 use crate::domain::ledger::{EventBody, EventRecord};
 use crate::domain::probe::{FindingStatus, ProbeRun, RunStatus};
 use crate::domain::time::{self, Timestamp};
 use crate::service::callees::CalleeDetail;
+pub(super) use rulebook::rulebook;
 
 /// Who is looking, for the header.
 pub(super) struct Viewer<'a> {
@@ -40,6 +44,7 @@ pub(super) fn layout(title: &str, viewer: Option<&Viewer<'_>>, body: Markup) -> 
                     a.brand href="/ui" { "cardgate" }
                     nav aria-label="Main" {
                         a href="/ui" { "Callees" }
+                        a href="/ui/rulebook" { "Rulebook" }
                         a href="/docs/" { "API" }
                     }
                     @if let Some(v) = viewer {
@@ -390,6 +395,10 @@ pub(super) struct SubjectView<'a> {
     pub events: Vec<EventRecord>,
     /// The link to older events, when there are more.
     pub older: Option<String>,
+    /// The rulebook version in force.
+    pub rulebook: &'a str,
+    /// The newest finished run and the rulebook its findings stand judged under.
+    pub judged: Option<(ProbeRunId, Option<String>)>,
 }
 
 /// One subject: the decisions callers get now, its badge, and its timeline from the ledger.
@@ -401,6 +410,8 @@ pub(super) fn subject(viewer: &Viewer<'_>, view: &SubjectView<'_>, now: Timestam
         badge,
         events,
         older,
+        rulebook,
+        judged,
     } = view;
     let id = d.callee.id.0;
     let name = &display_name(d);
@@ -418,6 +429,19 @@ pub(super) fn subject(viewer: &Viewer<'_>, view: &SubjectView<'_>, now: Timestam
             h1 { (name) " · A2A " (s.protocol_version) " " (gate_badge(Some(s.gate()))) }
             @if let Some(reason) = &s.state.card_untrusted {
                 p.notice { "The current card is not trusted: " (reason) }
+            }
+            p {
+                "Judged under rulebook "
+                @match judged {
+                    Some((run, Some(version))) => {
+                        span.mono title=(version) { (short(version)) }
+                        @if version == rulebook { " (the " a href="/ui/rulebook" { "rulebook in force" } ")" }
+                        @else { " (not the " a href="/ui/rulebook" { "rulebook in force" } ", " span.mono { (short(rulebook)) } ": its evidence is judged again at the next start or on request)" }
+                        ", by its newest " a href={ "/ui/probes/" (run.0) } { "probe run" } "."
+                    }
+                    Some((run, None)) => { "— none: its newest " a href={ "/ui/probes/" (run.0) } { "probe run" } " was judged before rulebooks were versioned." }
+                    None => { span.mono { (short(rulebook)) } " when it is first probed: no probe run has finished yet." }
+                }
             }
             h2 { "What a caller is told now" }
             @for pd in decisions {
@@ -569,7 +593,7 @@ pub(super) fn probe_run(
                     dt { "Rulebook" }
                     dd {
                         @match &j.verdict.rulebook {
-                            Some(version) => { span.mono title=(version) { (short(version)) } " (the rules and policy this verdict was judged under; " a href="/v1/rulebook" { "GET /v1/rulebook" } ")" }
+                            Some(version) => { span.mono title=(version) { (short(version)) } " (the rules and policy this verdict was judged under; the " a href="/ui/rulebook" { "rulebook in force" } ")" }
                             None => { "judged before rulebooks were versioned" }
                         }
                     }
