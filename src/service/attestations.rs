@@ -129,7 +129,7 @@ async fn attest_at(
             });
         }
         let start = run.start();
-        let judged_under = super::rulebook::standing(store, callee, version)
+        let judged_under = super::standing::standing(store, callee, version)
             .await?
             .and_then(|(id, rulebook)| (id == run.id).then_some(rulebook).flatten());
         probe = json!({

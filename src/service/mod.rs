@@ -20,6 +20,7 @@ pub(crate) mod reports;
 pub mod retention;
 pub mod rulebook;
 pub(crate) mod sessions;
+pub mod standing;
 pub(crate) mod status;
 pub mod transparency;
 pub mod trust;

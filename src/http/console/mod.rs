@@ -511,7 +511,7 @@ async fn subject_page(
         absolute: format!("{base}{path}"),
         path,
     };
-    let judged = crate::service::rulebook::standing(&services.store, id, version).await?;
+    let judged = crate::service::standing::standing(&services.store, id, version).await?;
     let view = pages::SubjectView {
         detail: &detail,
         subject,
