@@ -620,6 +620,12 @@ pub struct ProbeArgs {
     #[arg(long, env = "CARDGATE_PUSH_WAIT_SECS", default_value_t = ProbeSettings::default().push_wait.as_secs())]
     pub push_wait_secs: u64,
 
+    /// Lifecycle tasks each probe cycle runs at once: the first is the whole cycle, the others
+    /// the lifecycle task alone; a cycle passes only if every trial passes.
+    #[arg(long, env = "CARDGATE_PROBE_TRIALS", default_value_t = ProbeSettings::default().trials,
+          value_parser = clap::value_parser!(u32).range(1..=16))]
+    pub probe_trials: u32,
+
     /// Push deliveries one probe run's webhook accepts; later ones are refused (429).
     #[arg(long, env = "CARDGATE_PUSH_MAX_DELIVERIES",
           default_value_t = ProbeSettings::default().push_max_deliveries as u32,
@@ -655,6 +661,7 @@ impl ProbeArgs {
             push_backoff: Duration::from_millis(self.push_backoff_ms),
             push_wait: Duration::from_secs(self.push_wait_secs.max(1)),
             push_max_deliveries: self.push_max_deliveries as usize,
+            trials: self.probe_trials,
             limits: CallLimits {
                 transcript_exchanges: self.transcript_max_exchanges as usize,
                 transcript_bytes: self.transcript_max_bytes,

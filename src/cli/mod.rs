@@ -7,6 +7,7 @@ pub mod keys;
 pub mod policy;
 pub mod probe;
 pub mod rejudge;
+mod trials;
 pub mod verify;
 
 use clap::{Parser, Subcommand};

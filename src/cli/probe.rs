@@ -17,7 +17,7 @@ use axum::routing::post;
 use clap::Args;
 use serde_json::{Value, json};
 
-use super::junit;
+use super::{junit, trials};
 use crate::config::{OutboundArgs, with_trailing_slash};
 use crate::domain::binding::Binding;
 use crate::domain::callee::CardUrl;
@@ -94,6 +94,13 @@ pub struct ProbeArgs {
           default_value_t = ProbeSettings::default().push_wait.as_secs(),
           value_parser = clap::value_parser!(u64).range(1..=3600))]
     pub push_wait_secs: u64,
+
+    /// Lifecycle tasks each cycle runs at once: the first is the whole cycle, the others the
+    /// lifecycle task alone; the cycle passes only if every trial passes.
+    #[arg(long, env = "CARDGATE_PROBE_TRIALS",
+          default_value_t = ProbeSettings::default().trials,
+          value_parser = clap::value_parser!(u32).range(1..=16))]
+    pub trials: u32,
 
     /// Where the temporary push webhook listens.
     #[arg(long, default_value = "127.0.0.1:0")]
@@ -237,6 +244,7 @@ async fn run_inner(args: ProbeArgs) -> Result<ExitCode, String> {
         public_url: Some(webhook.base.clone()),
         deadline: std::time::Duration::from_secs(args.deadline_secs),
         push_wait: std::time::Duration::from_secs(args.push_wait_secs),
+        trials: args.trials,
         ..ProbeSettings::default()
     };
     let mut reports = Vec::new();
@@ -401,6 +409,9 @@ fn junit_cases(reports: &[(ProtocolVersion, Report)]) -> Vec<junit::Case> {
     let mut cases = Vec::new();
     for (version, report) in reports {
         let classname = format!("cardgate.probe.{version}");
+        if let Ok(o) = report {
+            cases.extend(trials::trial_cases(*version, &o.judgement));
+        }
         match report {
             Ok(o) => cases.extend(o.judgement.findings.iter().map(|f| junit::Case {
                 classname: classname.clone(),
@@ -444,6 +455,8 @@ fn print_json(url: &str, assessment: &Assessment, reports: &[(ProtocolVersion, R
                 "interface": o.interface.url, "binding": o.interface.binding, "wire": o.wire.as_str(),
                 "would_promote": o.judgement.verdict.passed,
                 "verdict": o.judgement.verdict,
+                "trials": trials::trials_json(&o.judgement),
+                "latency": trials::latency_json(&o.observations),
                 "capabilities": o.judgement.capabilities,
                 "findings": o.judgement.findings.iter().map(finding_json).collect::<Vec<_>>(),
                 "transitions": o.observations.transitions,
@@ -493,6 +506,7 @@ fn print_report(url: &str, signature: &str, reports: &[(ProtocolVersion, Report)
             o.interface.url,
             o.wire.as_str()
         );
+        trials::print(&o.judgement, &o.observations);
         println!("  transitions:");
         for t in &o.observations.transitions {
             println!(

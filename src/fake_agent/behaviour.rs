@@ -76,4 +76,11 @@ pub enum Behaviour {
     TokenInOwnHeader,
     /// Only a task's terminal state is pushed.
     PushTerminalOnly,
+
+    // Faults one task does not show (issue 46).
+    /// Every third task it creates ends without a `status.timestamp`: a flaky agent.
+    ThirdNoTerminalTimestamp,
+    /// A task begun while another is submitted or working ends without a `status.timestamp`:
+    /// a fault that shows only when tasks overlap.
+    OverlapNoTerminalTimestamp,
 }

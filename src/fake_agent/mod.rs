@@ -99,6 +99,8 @@ impl Default for FakeAgentConfig {
 
 struct Task {
     id: String,
+    /// How many tasks the agent had created before this one.
+    ordinal: usize,
     context_id: String,
     state: &'static str,
     timestamp: Option<String>,
@@ -730,10 +732,12 @@ fn begin_turn(
             let context_id = message["contextId"]
                 .as_str()
                 .map_or_else(|| uuid::Uuid::new_v4().to_string(), str::to_string);
+            let ordinal = tasks.len();
             tasks.insert(
                 id.clone(),
                 Task {
                     id: id.clone(),
+                    ordinal,
                     context_id,
                     state: if behaviour == Behaviour::OpensAtWorking {
                         "working"
@@ -749,6 +753,15 @@ fn begin_turn(
         }
     };
     let _ = v1;
+    // Decided as the turn begins: whether this task drops its terminal timestamp.
+    let drops_timestamp = match behaviour {
+        Behaviour::NoTerminalTimestamp => true,
+        Behaviour::ThirdNoTerminalTimestamp => tasks[&task_id].ordinal % 3 == 2,
+        Behaviour::OverlapNoTerminalTimestamp => tasks
+            .values()
+            .any(|t| t.id != task_id && matches!(t.state, "submitted" | "working")),
+        _ => false,
+    };
     let working = Update::Status {
         state: "working",
         timestamp: true,
@@ -775,7 +788,7 @@ fn begin_turn(
             } else {
                 "completed"
             },
-            timestamp: behaviour != Behaviour::NoTerminalTimestamp,
+            timestamp: !drops_timestamp,
             message: None,
         });
     }

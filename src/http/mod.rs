@@ -45,6 +45,7 @@ pub(crate) mod rulebook;
 pub(crate) mod status;
 pub mod subscriptions;
 pub(crate) mod transparency;
+pub(crate) mod trials;
 pub(crate) mod trust;
 pub(crate) mod views;
 

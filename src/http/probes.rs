@@ -22,9 +22,11 @@ use super::extract::{Json, Path, Query};
 use super::ledger::EventView;
 use super::paging::{Paged, next_cursor};
 use super::permissions::Caller;
+use super::trials::{LatencyView, TrialsView};
 use crate::domain::binding::Binding;
 use crate::domain::capability::CapabilityOutcome;
 use crate::domain::ids::{CalleeId, ProbeRunId};
+use crate::domain::probe::latency::{Latency, Samples};
 use crate::domain::probe::{Finding, ProbeRun, Transition};
 use crate::domain::version::ProtocolVersion;
 use crate::service::{ledger, probe};
@@ -101,8 +103,10 @@ pub(crate) struct ProbeRunView {
     #[serde(flatten)]
     pub summary: ProbeRunSummary,
     pub verdict: Option<VerdictView>,
-    /// Every observed task status, in order.
+    /// Every task status trial 1 (the whole cycle) observed, in order.
     pub transitions: Vec<TransitionView>,
+    /// Latency per operation over every trial.
+    pub latency: LatencyView,
     /// Per capability: `passed`, `failed`, `not-advertised` or `not-exercised`, with a reason.
     pub capabilities: BTreeMap<String, CapabilityView>,
     pub findings: Vec<FindingView>,
@@ -128,6 +132,7 @@ pub(crate) struct VerdictView {
     /// The rulebook version it was judged under (`GET /v1/rulebook`); absent on runs from
     /// before rulebooks were versioned.
     pub rulebook: Option<String>,
+    pub trials: TrialsView,
 }
 
 #[derive(Debug, Serialize, ToSchema)]
@@ -152,6 +157,8 @@ pub(crate) struct TransitionView {
     pub task_id: Option<String>,
     pub context_id: Option<String>,
     pub observed_at: DateTime<Utc>,
+    /// Milliseconds from the start of the call that carried it (absent on push deliveries).
+    pub offset_ms: Option<u64>,
 }
 
 #[derive(Debug, Serialize, ToSchema)]
@@ -227,6 +234,7 @@ impl From<&Transition> for TransitionView {
             task_id: t.task_id.clone(),
             context_id: t.context_id.clone(),
             observed_at: t.observed_at,
+            offset_ms: t.offset_ms,
         }
     }
 }
@@ -371,7 +379,14 @@ pub(crate) async fn get_probe(
                 })
                 .collect(),
             rulebook: j.verdict.rulebook.clone(),
+            trials: j.into(),
         }),
+        latency: Latency::of(
+            &evidence
+                .map(|e| Samples::of(&e.observations))
+                .unwrap_or_default(),
+        )
+        .into(),
         transitions: evidence
             .iter()
             .flat_map(|e| e.observations.transitions.iter().map(Into::into))

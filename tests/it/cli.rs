@@ -74,13 +74,26 @@ async fn probe_exits_1_when_not_and_says_why_in_json() {
     assert_eq!(subject["verdict"]["triggers"][0][0], "terminal");
     assert_eq!(report["signature"]["status"], "verified");
 
-    // The JUnit file has one case per finding, and the failed finding fails its case.
+    // The JUnit file has one case per finding and one per trial, and the failed finding
+    // fails its case, as each failed trial does.
     let xml = std::fs::read_to_string(&junit).expect("--junit writes the file");
     let findings = subject["findings"].as_array().unwrap();
-    assert_eq!(xml.matches("<testcase ").count(), findings.len(), "{xml}");
+    let trials = &subject["trials"];
+    let count = trials["count"].as_u64().unwrap() as usize;
+    assert_eq!(
+        xml.matches("<testcase ").count(),
+        findings.len() + count,
+        "{xml}"
+    );
     let failed = findings.iter().filter(|f| f["status"] == "fail").count();
     assert!(failed >= 1);
-    assert_eq!(xml.matches("<failure ").count(), failed, "{xml}");
+    let failed_trials = trials["failed"].as_array().unwrap().len();
+    assert_eq!(failed_trials, count, "every trial sends the end twice");
+    assert_eq!(
+        xml.matches("<failure ").count(),
+        failed + failed_trials,
+        "{xml}"
+    );
     assert!(
         xml.contains(r#"<testcase classname="cardgate.probe.1.0" name="LC-SINGLE-TERMINAL">"#),
         "{xml}"

@@ -7,6 +7,7 @@
 
 use std::time::Duration;
 
+use cardgate::service::probe::ProbeSettings;
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
@@ -273,9 +274,9 @@ async fn a_bearer_agent_is_judged_only_with_its_token_and_never_demoted_for_a_40
     let strict = decision(&server, &callee, "caller_version=1.0").await;
     assert_eq!(strict["authoritative"], false);
     assert_eq!(condition(&strict, "lifecycle-probe")["status"], "unknown");
-    // One refused call, then nothing more was sent.
+    // One refused call per trial (they start together), then nothing more was sent.
     let (_, refused) = front.counts();
-    assert_eq!(refused, 1);
+    assert_eq!(refused, ProbeSettings::default().trials as usize);
 
     // Listed without the secret; removed; removed again is 404.
     let (_, list) = server
@@ -487,7 +488,11 @@ async fn oauth_client_credentials_are_fetched_cached_renewed_once_and_refusals_a
     assert_eq!(auth(&run).0, "pass", "{run:#}");
     assert_eq!(run["verdict"]["passed"], true, "{:#}", run["verdict"]);
     let (_, refused) = front.counts();
-    assert_eq!(refused, 1, "one 401, then a fresh token");
+    assert_eq!(
+        refused,
+        ProbeSettings::default().trials as usize,
+        "one 401 per trial (they start together), then a fresh token"
+    );
 
     // A secret the provider refuses.
     let wrong = json!({"kind": "oauth2-client-credentials", "client_id": CLIENT_ID, "client_secret": "cgtest-not-the-secret"});

@@ -34,5 +34,6 @@ mod sdk_agents;
 mod sse;
 mod storage;
 mod transparency;
+mod trials;
 mod under_load;
 mod webhooks;

@@ -722,6 +722,7 @@ fn passing_judgement() -> cardgate::domain::probe::Judgement {
             unexercised: None,
             extended_card: None,
             rulebook: None,
+            trials: None,
         },
     }
 }

@@ -132,14 +132,29 @@ impl Rulebook {
     }
 
     /// Judges a cycle's observations (of a subject at `version` whose interface advertised
-    /// `advertised`) under this rulebook: the trust model's checks, then the policy.
+    /// `advertised`) under this rulebook: the trust model's checks, then the policy, for each
+    /// of its trials; the cycle's judgement is theirs merged ([`crate::probe::trials::merge`]).
     pub fn judge(
         &self,
         obs: &Observations,
         version: ProtocolVersion,
         advertised: &BTreeSet<Capability>,
     ) -> Judgement {
-        self.apply(checks::evaluate(obs, version, advertised))
+        let first = self.apply(checks::evaluate(obs, version, advertised));
+        if obs.trials.is_empty() {
+            return first;
+        }
+        // The further trials ran the lifecycle task alone: push is the first trial's to
+        // exercise, so they are judged as if it were not advertised.
+        let mut alone = advertised.clone();
+        alone.remove(&Capability::PushNotifications);
+        let mut judged = vec![first];
+        judged.extend(
+            obs.trials
+                .iter()
+                .map(|trial| self.apply(checks::evaluate(trial, version, &alone))),
+        );
+        crate::probe::trials::merge(judged)
     }
 
     /// Re-judges `judgement` under this rulebook: a failure of a

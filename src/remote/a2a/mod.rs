@@ -374,6 +374,11 @@ impl A2aClient {
         self.transcript.next_call()
     }
 
+    /// When call `call` started.
+    pub fn call_started(&self, call: u32) -> Option<crate::domain::time::Timestamp> {
+        self.transcript.started(call)
+    }
+
     pub fn transcript(&self) -> &[Exchange] {
         self.transcript.exchanges()
     }

@@ -70,6 +70,8 @@ impl Ended {
 /// The exchanges of one client, numbered in call order.
 pub(super) struct Transcript {
     exchanges: Vec<Exchange>,
+    /// When each call started, by number, kept past the exchange budget.
+    started: Vec<Timestamp>,
     next_call: u32,
     max_exchanges: usize,
     max_bytes: usize,
@@ -81,6 +83,7 @@ impl Transcript {
     pub(super) fn new(max_exchanges: usize, max_bytes: usize) -> Self {
         Self {
             exchanges: Vec::new(),
+            started: Vec::new(),
             next_call: 0,
             max_exchanges,
             max_bytes,
@@ -92,6 +95,11 @@ impl Transcript {
     /// The number the next call will be given.
     pub(super) fn next_call(&self) -> u32 {
         self.next_call
+    }
+
+    /// When call `call` started.
+    pub(super) fn started(&self, call: u32) -> Option<Timestamp> {
+        self.started.get(call as usize).copied()
     }
 
     pub(super) fn exchanges(&self) -> &[Exchange] {
@@ -109,6 +117,7 @@ impl Transcript {
     /// Numbers a call that never went out (its request could not be built): it keeps its
     /// number so later calls line up with what was attempted.
     pub(super) fn skip(&mut self) -> u32 {
+        self.started.push(time::now());
         self.next_call += 1;
         self.next_call - 1
     }
@@ -123,6 +132,7 @@ impl Transcript {
     ) -> u32 {
         let call = self.next_call;
         self.next_call += 1;
+        self.started.push(time::now());
         if self.exchanges.len() < self.max_exchanges {
             let request = self.within_budget(body.cloned().unwrap_or(Value::Null));
             self.exchanges.push(Exchange {

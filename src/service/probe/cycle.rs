@@ -105,6 +105,15 @@ impl<'a> Cycle<'a> {
         self.obs
     }
 
+    /// Runs a further trial: the lifecycle task alone, and the probes of its end (issue 46).
+    pub async fn run_alone(mut self, target: &Target<'_>) -> Observations {
+        self.lifecycle(target).await;
+        if self.client.refused().is_none() {
+            self.after_end(target).await;
+        }
+        self.obs
+    }
+
     fn step(&self, message: String) {
         self.progress.step(&message);
     }
@@ -114,7 +123,7 @@ impl<'a> Cycle<'a> {
         self.obs.problems.push((role, what));
     }
 
-    /// Records an A2A object; returns the event if it was one.
+    /// Records an A2A object received now; returns the event if it was one.
     fn observe(
         &mut self,
         role: TaskRole,
@@ -122,9 +131,28 @@ impl<'a> Cycle<'a> {
         call: u32,
         value: &Value,
     ) -> Option<Event> {
+        self.observe_at(role, source, call, value, time::now())
+    }
+
+    /// Records an A2A object received at `at`. A transition a call of this cycle's client
+    /// carried keeps its offset from the call's start: what latency is measured from.
+    fn observe_at(
+        &mut self,
+        role: TaskRole,
+        source: Source,
+        call: u32,
+        value: &Value,
+        at: crate::domain::time::Timestamp,
+    ) -> Option<Event> {
         match classify(value) {
             Ok(event) => {
-                if let Some(t) = event.transition(role, source, call, time::now()) {
+                if let Some(mut t) = event.transition(role, source, call, at) {
+                    if source != Source::Push {
+                        t.offset_ms = self
+                            .client
+                            .call_started(call)
+                            .map(|started| (at - started).num_milliseconds().max(0) as u64);
+                    }
                     self.step(format!(
                         "  {} {}{}",
                         source,
@@ -965,7 +993,13 @@ impl<'a> Cycle<'a> {
             match serde_json::from_slice::<Value>(&delivery.body) {
                 Ok(body) => {
                     if self
-                        .observe(TaskRole::Push, Source::Push, call, &body)
+                        .observe_at(
+                            TaskRole::Push,
+                            Source::Push,
+                            call,
+                            &body,
+                            delivery.received_at,
+                        )
                         .is_none()
                     {
                         run.malformed_deliveries += 1;

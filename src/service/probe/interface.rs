@@ -12,12 +12,13 @@ use crate::domain::card::{CardInterface, NormalizedCard};
 use crate::domain::probe::{AccessBlock, ExtendedCard, Judgement, Observations, ProbeScript};
 use crate::domain::version::ProtocolVersion;
 use crate::remote::Outbound;
-use crate::remote::a2a::{A2aClient, Wire};
+use crate::remote::a2a::{A2aClient, CallLimits, Wire};
+use crate::remote::presentation::Authenticator;
 
 use super::credentials::{Credentials, FetchedCard};
 use super::credentials::{certificate_refused, extended_card};
 use super::cycle::{Cycle, Target};
-use super::progress::{Progress, Redacting, redacted};
+use super::progress::{self, Progress, Redacting, redacted};
 use super::push::PushInbox;
 use super::settings::ProbeSettings;
 
@@ -149,25 +150,25 @@ pub async fn probe_interface(input: CycleInput<'_>) -> Result<CycleOutput, Strin
             .map(|(_, _, how)| format!(": {how}"))
             .unwrap_or_default()
     ));
-    let (mut client, auth, presented) = match presented {
-        None => (
-            A2aClient::new(
-                outbound.clone(),
-                url.clone(),
-                wire,
-                version,
-                settings.limits,
-            ),
-            None,
-            None,
-        ),
-        Some((auth, outbound, how)) => (
-            A2aClient::new(outbound, url.clone(), wire, version, settings.limits)
-                .with_auth(auth.clone()),
-            Some(auth),
-            Some(how),
-        ),
+    let (outbound, auth, presented) = match presented {
+        None => (outbound.clone(), None, None),
+        Some((auth, outbound, how)) => (outbound, Some(auth), Some(how)),
     };
+    // The run's transcript budget is shared equally by its trials.
+    let trials = settings.trials.max(1);
+    let limits = CallLimits {
+        transcript_exchanges: (settings.limits.transcript_exchanges / trials as usize).max(1),
+        transcript_bytes: settings.limits.transcript_bytes / trials as usize,
+        ..settings.limits
+    };
+    let new_client = || {
+        let client = A2aClient::new(outbound.clone(), url.clone(), wire, version, limits);
+        match &auth {
+            Some(auth) => client.with_auth(auth.clone()),
+            None => client,
+        }
+    };
+    let mut client = new_client();
     // The extended card, for authenticated callers only: fetched when credentials are
     // presented, and judged by in place of the public card's capabilities.
     let mut advertised = advertised;
@@ -204,27 +205,44 @@ pub async fn probe_interface(input: CycleInput<'_>) -> Result<CycleOutput, Strin
         }
         None => progress,
     };
-    let mut observations = Cycle::new(&mut client, settings, progress)
-        .run(&target, inbox)
-        .await;
-    observations.transcript_omitted = client.omitted().map(|o| {
-        format!(
-            "{} exchanges, {} bodies and {} stream events ({} bytes) were left out of the transcript",
-            o.exchanges, o.bodies, o.frames, o.bytes
-        )
-    });
-    observations.access.presented = presented;
+    // Trial 1 is the whole cycle; the others run the lifecycle task alone, started with it,
+    // each over its own client (its own calls and transcript).
+    let mut others: Vec<A2aClient> = (1..trials).map(|_| new_client()).collect();
+    let named: Vec<progress::Trial<'_>> = (2..)
+        .take(others.len())
+        .map(|n| progress::Trial { inner: progress, n })
+        .collect();
+    let first = Cycle::new(&mut client, settings, progress).run(&target, inbox);
+    let rest = futures::future::join_all(
+        others
+            .iter_mut()
+            .zip(&named)
+            .map(|(client, progress)| Cycle::new(client, settings, progress).run_alone(&target)),
+    );
+    let (first, rest) = tokio::join!(first, rest);
+    let mut observations = finish_trial(
+        first,
+        &client,
+        auth.as_deref(),
+        presented.as_deref(),
+        progress,
+    );
     observations.extended_card = extended;
-    let refused = client.refused().map(str::to_string).or_else(|| {
-        auth.as_ref()
-            .filter(|a| a.identity().is_some())
-            .and_then(|_| certificate_refused(client.transcript()))
-    });
-    if let Some(reason) = refused {
-        progress.step(&format!("  ! credentials refused: {reason}"));
-        observations.access.blocked = Some(AccessBlock::Refused { reason });
+    let mut transcript = trial_transcript(&client, None);
+    for ((n, trial), (client, progress)) in (2..).zip(rest).zip(others.iter().zip(&named)) {
+        observations.trials.push(finish_trial(
+            trial,
+            client,
+            auth.as_deref(),
+            presented.as_deref(),
+            progress,
+        ));
+        if let (Value::Array(all), Value::Array(more)) =
+            (&mut transcript, trial_transcript(client, Some(n)))
+        {
+            all.extend(more);
+        }
     }
-    let mut transcript = serde_json::to_value(client.transcript()).unwrap_or(Value::Null);
     if let Some(auth) = &auth {
         observations = redacted(observations, auth);
         transcript = redacted(transcript, auth);
@@ -238,6 +256,46 @@ pub async fn probe_interface(input: CycleInput<'_>) -> Result<CycleOutput, Strin
         transcript,
         extended_card: fetched_card,
     })
+}
+
+/// What a trial saw, completed by what its client knows: what its transcript left out, the
+/// credentials it presented, and whether the callee refused them.
+fn finish_trial(
+    mut observations: Observations,
+    client: &A2aClient,
+    auth: Option<&Authenticator>,
+    presented: Option<&str>,
+    progress: &dyn Progress,
+) -> Observations {
+    observations.transcript_omitted = client.omitted().map(|o| {
+        format!(
+            "{} exchanges, {} bodies and {} stream events ({} bytes) were left out of the transcript",
+            o.exchanges, o.bodies, o.frames, o.bytes
+        )
+    });
+    observations.access.presented = presented.map(str::to_string);
+    let refused = client.refused().map(str::to_string).or_else(|| {
+        auth.filter(|a| a.identity().is_some())
+            .and_then(|_| certificate_refused(client.transcript()))
+    });
+    if let Some(reason) = refused {
+        progress.step(&format!("  ! credentials refused: {reason}"));
+        observations.access.blocked = Some(AccessBlock::Refused { reason });
+    }
+    observations
+}
+
+/// A client's exchanges as the run records them; those of a further trial carry its number.
+fn trial_transcript(client: &A2aClient, trial: Option<u32>) -> Value {
+    let mut transcript = serde_json::to_value(client.transcript()).unwrap_or(Value::Null);
+    if let (Some(n), Value::Array(exchanges)) = (trial, &mut transcript) {
+        for exchange in exchanges {
+            if let Value::Object(fields) = exchange {
+                fields.insert("trial".into(), Value::from(n));
+            }
+        }
+    }
+    transcript
 }
 
 #[cfg(test)]

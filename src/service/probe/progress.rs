@@ -18,6 +18,19 @@ impl Progress for LogProgress {
     }
 }
 
+/// Reports each step of a further trial, named by its number.
+pub(super) struct Trial<'a> {
+    pub(super) inner: &'a dyn Progress,
+    pub(super) n: u32,
+}
+
+impl Progress for Trial<'_> {
+    fn step(&self, message: &str) {
+        self.inner
+            .step(&format!("trial {}: {}", self.n, message.trim_start()));
+    }
+}
+
 /// Reports each step with the presented secrets redacted.
 pub(super) struct Redacting<'a> {
     pub(super) inner: &'a dyn Progress,

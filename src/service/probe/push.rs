@@ -18,6 +18,8 @@ pub struct InboxDelivery {
     /// Otherwise, the first other header that carried it (the spec's "or similar").
     pub token_header: Option<String>,
     pub body: Vec<u8>,
+    /// When cardgate's webhook received it (what its transition is observed at).
+    pub received_at: Timestamp,
 }
 
 /// Where the cycle reads push deliveries for its token.
@@ -61,6 +63,7 @@ pub fn to_inbox(delivery: &PushDelivery, token: &str) -> InboxDelivery {
         token_matches,
         token_header,
         body: delivery.body.clone(),
+        received_at: delivery.received_at,
     }
 }
 

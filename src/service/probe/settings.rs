@@ -34,6 +34,10 @@ pub struct ProbeSettings {
     /// a stream that does not close waits it out. Generous, so a busy machine changes nothing.
     pub live_resubscribe_wait: Duration,
     pub limits: CallLimits,
+    /// Lifecycle tasks a cycle runs at once (`CARDGATE_PROBE_TRIALS`, at least 1): the first
+    /// is the whole cycle, the others the lifecycle task alone; the cycle passes only if every
+    /// one does (issue 46). They share the transcript budget of [`Self::limits`] equally.
+    pub trials: u32,
     /// The rules in force (the trust model's, under the operator's policy): every verdict is
     /// judged under it and names its version.
     pub rulebook: Arc<Rulebook>,
@@ -52,6 +56,7 @@ impl Default for ProbeSettings {
             resubscribe_wait: Duration::from_secs(3),
             live_resubscribe_wait: Duration::from_secs(10),
             limits: CallLimits::default(),
+            trials: 3,
             rulebook: Arc::new(Rulebook::trust_model()),
         }
     }

@@ -153,6 +153,7 @@ fn unexercised(
         unexercised: Some(reason),
         extended_card: None,
         rulebook: None,
+        trials: None,
     };
     Judgement {
         findings,
@@ -1568,6 +1569,7 @@ fn verdict(findings: &[Finding], obs: &Observations) -> Verdict {
             _ => None,
         },
         rulebook: None,
+        trials: None,
     }
 }
 

@@ -95,6 +95,7 @@ impl Event {
             context_id: self.context_id().map(str::to_string),
             final_flag,
             observed_at,
+            offset_ms: None,
         })
     }
 }

@@ -7,8 +7,11 @@
 
 pub mod checks;
 pub mod events;
+pub mod latency;
 pub mod outcome;
 pub mod rule;
+pub mod track;
+pub mod trials;
 
 pub use rule::Rule;
 
@@ -273,6 +276,11 @@ pub struct Transition {
     pub final_flag: Option<bool>,
     /// When cardgate received it.
     pub observed_at: Timestamp,
+    /// Milliseconds from the start of the call that carried it (a send's answer, a stream's
+    /// event, a GetTask's answer); `None` for a push delivery, which no call of cardgate's
+    /// carries, and on runs from before it was recorded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub offset_ms: Option<u64>,
 }
 
 impl Transition {
@@ -408,6 +416,10 @@ pub struct Observations {
     /// The authenticated extended card, when the card offers one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub extended_card: Option<ExtendedCard>,
+    /// The cycle's further trials (2 to k): each the lifecycle task alone, run at the same
+    /// time as this one, with what it saw ([`trials`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub trials: Vec<Observations>,
 }
 
 /// What became of the authenticated extended card a card offers.
@@ -629,6 +641,9 @@ pub struct Verdict {
     /// rulebooks were versioned).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rulebook: Option<String>,
+    /// How the cycle's trials went (`None`: one trial, judged before trials existed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trials: Option<trials::Tally>,
 }
 
 /// Findings, capability results and verdict of one cycle.

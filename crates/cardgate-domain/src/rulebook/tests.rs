@@ -100,6 +100,7 @@ fn passing_with_failed(code: Rule) -> Judgement {
         unexercised: None,
         extended_card: None,
         rulebook: None,
+        trials: None,
     };
     judgement
 }

@@ -29,6 +29,7 @@ fn seen(
         context_id: None,
         final_flag: None,
         observed_at: at(ms),
+        offset_ms: None,
     }
 }
 

@@ -58,6 +58,7 @@ impl Obs {
             context_id: Some(CTX.into()),
             final_flag: None,
             observed_at: at,
+            offset_ms: None,
         });
         self
     }
@@ -1248,3 +1249,4 @@ fn the_extended_card_finding_says_what_became_of_it() {
 }
 
 mod field_faults;
+mod trials;

@@ -26,6 +26,7 @@ fn judgement(passed: bool, triggers: &[DemotionClass]) -> Judgement {
             unexercised: None,
             extended_card: None,
             rulebook: None,
+            trials: None,
         },
     }
 }
