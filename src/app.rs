@@ -26,7 +26,7 @@ use crate::service::credentials::SecretsKey;
 use crate::service::discovery::{Discovery, DiscoverySettings};
 use crate::service::hosts::StoreHosts;
 use crate::service::probe::ProbeSettings;
-use crate::service::readmodel::{Answers, DEFAULT_ANSWERS, ReadModel};
+use crate::service::readmodel::{Answers, DEFAULT_ANSWERS, ReadModel, TrackWindow};
 use crate::service::transparency::{Transparency, TransparencySettings};
 use crate::service::webhooks::WebhookSettings;
 use crate::storage::{Backend, DatabaseTarget, PoolSettings, Store};
@@ -141,7 +141,11 @@ impl App {
         let discovery = Discovery::new(outbound.clone(), settings.discovery.clone());
         // Keys now, callees in the background: the service listens at once, and answers
         // decisions once they are in (`ReadModel::start`).
-        let view = ReadModel::start(store.clone())
+        let track = TrackWindow {
+            days: settings.probe.track_record_days,
+            clock: Arc::new(SystemClock),
+        };
+        let view = ReadModel::start(store.clone(), track)
             .await
             .context("loading the API keys")?;
         let services = Services {

@@ -626,6 +626,12 @@ pub struct ProbeArgs {
           value_parser = clap::value_parser!(u32).range(1..=16))]
     pub probe_trials: u32,
 
+    /// Days of finished runs a subject's track record covers (runs, trials, clean rate, class,
+    /// latency).
+    #[arg(long, env = "CARDGATE_TRACK_RECORD_DAYS", default_value_t = ProbeSettings::default().track_record_days,
+          value_parser = clap::value_parser!(u32).range(1..=3650))]
+    pub track_record_days: u32,
+
     /// Push deliveries one probe run's webhook accepts; later ones are refused (429).
     #[arg(long, env = "CARDGATE_PUSH_MAX_DELIVERIES",
           default_value_t = ProbeSettings::default().push_max_deliveries as u32,
@@ -662,6 +668,7 @@ impl ProbeArgs {
             push_wait: Duration::from_secs(self.push_wait_secs.max(1)),
             push_max_deliveries: self.push_max_deliveries as usize,
             trials: self.probe_trials,
+            track_record_days: self.track_record_days,
             limits: CallLimits {
                 transcript_exchanges: self.transcript_max_exchanges as usize,
                 transcript_bytes: self.transcript_max_bytes,

@@ -48,6 +48,16 @@ struct GateLabel {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ClassLabel {
+    class: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct OperationLabel {
+    operation: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct JobLabels {
     kind: String,
     status: String,
@@ -76,6 +86,8 @@ pub struct Snapshot {
     /// Webhook subscriptions whose receivers have failed every attempt for the failing
     /// threshold or longer.
     pub failing_subscriptions: i64,
+    /// (track-record class, subjects).
+    pub track_classes: Vec<(String, i64)>,
 }
 
 /// This process's metrics. Cheap to clone.
@@ -96,6 +108,8 @@ struct Inner {
     queue_lag: Gauge<f64, std::sync::atomic::AtomicU64>,
     ledger_head: Gauge,
     failing_subscriptions: Gauge,
+    track_classes: Family<ClassLabel, Gauge>,
+    probe_latency: HistogramFamily<OperationLabel>,
 }
 
 impl std::fmt::Debug for Metrics {
@@ -108,6 +122,11 @@ impl Default for Metrics {
     fn default() -> Self {
         Self::new()
     }
+}
+
+fn agent_latency_histogram() -> Histogram {
+    // 1 ms to ~65 s: an SDK sample answers in milliseconds, an agent on an LLM in seconds.
+    Histogram::new(exponential_buckets(0.001, 2.0, 17))
 }
 
 fn latency_histogram() -> Histogram {
@@ -172,8 +191,24 @@ impl Metrics {
             "Webhook subscriptions whose receivers have failed every attempt for a day or more",
             failing_subscriptions.clone(),
         );
+        let track_classes = Family::<ClassLabel, Gauge>::default();
+        registry.register(
+            "track_record_subjects",
+            "Subjects by track-record class (new, stable, flaky, failing)",
+            track_classes.clone(),
+        );
+        let probe_latency: HistogramFamily<OperationLabel> =
+            Family::new_with_constructor(agent_latency_histogram);
+        registry.register(
+            "probe_latency_seconds",
+            "Agents' latency measured by this process's probes, by operation (send, first_event, \
+             terminal, push)",
+            probe_latency.clone(),
+        );
         Self {
             inner: Arc::new(Inner {
+                track_classes,
+                probe_latency,
                 registry,
                 requests,
                 request_seconds,
@@ -228,6 +263,16 @@ impl Metrics {
             .inc();
     }
 
+    /// An agent's latency for `operation` as one probe run measured it, in milliseconds.
+    pub fn probe_latency(&self, operation: &str, millis: &[u64]) {
+        let histogram = self.inner.probe_latency.get_or_create(&OperationLabel {
+            operation: operation.into(),
+        });
+        for ms in millis {
+            histogram.observe(*ms as f64 / 1000.0);
+        }
+    }
+
     /// Every metric in the OpenMetrics text format, the scrape-time ones from `snapshot`.
     pub fn render(&self, snapshot: &Snapshot) -> String {
         let inner = &self.inner;
@@ -260,6 +305,15 @@ impl Metrics {
                 })
                 .set(*n);
         }
+        inner.track_classes.clear();
+        for (class, n) in &snapshot.track_classes {
+            inner
+                .track_classes
+                .get_or_create(&ClassLabel {
+                    class: class.clone(),
+                })
+                .set(*n);
+        }
         inner.queue_lag.set(snapshot.queue_lag_seconds);
         inner.ledger_head.set(snapshot.ledger_head);
         inner
@@ -283,6 +337,7 @@ mod tests {
         metrics.request("GET", "/v1/trust", 200, 0.0004);
         metrics.rate_limited("key");
         metrics.outbound("timeout");
+        metrics.probe_latency("terminal", &[120, 4000]);
         let text = metrics.render(&Snapshot {
             subjects: vec![("lifecycle-trusted".into(), 3)],
             jobs: vec![("probe".into(), "queued".into(), 2)],
@@ -290,6 +345,7 @@ mod tests {
             queue_lag_seconds: 1.5,
             ledger_head: 42,
             failing_subscriptions: 1,
+            track_classes: vec![("flaky".into(), 2)],
         });
         for line in [
             r#"cardgate_http_requests_total{method="GET",route="/v1/trust",status="200"} 2"#,
@@ -302,6 +358,9 @@ mod tests {
             "cardgate_queue_lag_seconds 1.5",
             "cardgate_ledger_head_seq 42",
             "cardgate_webhook_subscriptions_failing 1",
+            r#"cardgate_track_record_subjects{class="flaky"} 2"#,
+            r#"cardgate_probe_latency_seconds_count{operation="terminal"} 2"#,
+            r#"cardgate_probe_latency_seconds_sum{operation="terminal"} 4.12"#,
         ] {
             assert!(
                 text.lines().any(|l| l == line),

@@ -11,10 +11,13 @@ use super::ApiState;
 use super::conditional::{self, Tagged};
 use super::error::{ApiError, ErrorBody};
 use super::extract::Query;
+use super::trials::TrackRecordView;
 use super::views::GateStateView;
 use crate::domain::capability::{Capability, CapabilitySet};
+use crate::domain::decision::record::{self, RecordAsk};
 use crate::domain::decision::{ConditionStatus, Decision, Dedup, Posture};
 use crate::domain::ids::CalleeId;
+use crate::domain::probe::track::TrackRecord;
 use crate::domain::version::ProtocolVersion;
 use crate::service::trust;
 
@@ -51,6 +54,20 @@ pub(crate) struct TrustQuery {
     /// evidence, to keep and verify offline (`cardgate verify`).
     #[param(pattern = "^(true|false)$")]
     pub receipt: Option<String>,
+    /// Ask for a track record: the `track-record` condition is `unknown` until the subject has
+    /// this many trials in the window (default 5 when only `min_clean_rate` is given), then
+    /// passes when the 95 % lower bound of its clean rate reaches `min_clean_rate`.
+    #[param(pattern = "^[0-9]{1,6}$")]
+    pub min_trials: Option<String>,
+    /// The clean-rate lower bound asked for, between 0 and 1 (default 0.95 when only
+    /// `min_trials` is given).
+    #[param(pattern = r"^(0(\.[0-9]{1,6})?|1(\.0{1,6})?)$")]
+    pub min_clean_rate: Option<String>,
+    /// Seconds: the `fresh` condition fails when the subject's newest passing probe run
+    /// finished longer ago (a promotion never decays by itself; freshness is the caller's
+    /// posture).
+    #[param(pattern = "^[0-9]{1,10}$")]
+    pub max_age: Option<String>,
 }
 
 /// Whom the question is about.
@@ -65,6 +82,7 @@ struct Question {
     posture: Posture,
     min_seq: Option<i64>,
     receipt: bool,
+    record: RecordAsk,
 }
 
 #[derive(Debug, Serialize, ToSchema)]
@@ -124,6 +142,9 @@ pub(crate) struct EvidenceView {
     /// The rulebook in force (`GET /v1/rulebook`): the rules the evidence is judged under.
     /// Stored evidence is judged again under it when the service starts under a new one.
     pub rulebook: String,
+    /// The subject's track record over the window; absent when the callee has no subject for
+    /// `caller_version`.
+    pub track_record: Option<TrackRecordView>,
 }
 
 /// Parses the query into the callee and the caller's posture, with a precise error for each
@@ -186,7 +207,32 @@ fn parse(q: TrustQuery) -> Result<Question, ApiError> {
             )));
         }
     };
+    let number = |name: &str, text: Option<String>| {
+        text.map(|t| {
+            t.parse::<u64>()
+                .map_err(|_| ApiError::invalid(format!("{name} `{t}` is not a whole number")))
+        })
+        .transpose()
+    };
+    let min_clean_rate = q
+        .min_clean_rate
+        .map(|t| {
+            t.parse::<f64>()
+                .ok()
+                .filter(|r| (0.0..=1.0).contains(r))
+                .ok_or_else(|| {
+                    ApiError::invalid(format!("min_clean_rate `{t}` is not a number from 0 to 1"))
+                })
+        })
+        .transpose()?;
+    let record = RecordAsk {
+        min_trials: number("min_trials", q.min_trials)?
+            .map(|n| u32::try_from(n).unwrap_or(u32::MAX)),
+        min_clean_rate,
+        max_age: number("max_age", q.max_age)?.map(std::time::Duration::from_secs),
+    };
     Ok(Question {
+        record,
         callee,
         posture: Posture {
             caller_version,
@@ -198,7 +244,13 @@ fn parse(q: TrustQuery) -> Result<Question, ApiError> {
     })
 }
 
-fn view(callee_id: CalleeId, posture: &Posture, d: Decision, rulebook: &str) -> DecisionView {
+fn view(
+    callee_id: CalleeId,
+    posture: &Posture,
+    d: Decision,
+    rulebook: &str,
+    record: Option<&TrackRecord>,
+) -> DecisionView {
     DecisionView {
         callee_id: callee_id.0,
         caller_version: posture.caller_version.to_string(),
@@ -228,6 +280,7 @@ fn view(callee_id: CalleeId, posture: &Posture, d: Decision, rulebook: &str) -> 
             ledger_seq: d.evidence.ledger_seq,
             ledger_hash: d.evidence.ledger_hash,
             rulebook: rulebook.to_string(),
+            track_record: record.map(Into::into),
         },
         receipt: None,
     }
@@ -273,6 +326,7 @@ pub(crate) async fn get_trust(
         posture,
         min_seq,
         receipt,
+        record,
     } = parse(q)?;
     let services = &app.services;
     let callee_id = match callee {
@@ -284,9 +338,12 @@ pub(crate) async fn get_trust(
                 ApiError::NotFound(format!("no callee is registered with card URL {url}"))
             })?,
     };
-    if receipt {
+    if receipt || !record.is_empty() {
         // Boxed: its signing state would otherwise make every decision's future larger.
-        return Box::pin(with_receipt(&app, &headers, callee_id, posture, min_seq)).await;
+        return Box::pin(afresh(
+            &app, &headers, callee_id, posture, record, min_seq, receipt,
+        ))
+        .await;
     }
     // Rendered once per change of the callee, not once per request: callers ask before every
     // task, so the answer is usually the one rendered for the previous caller.
@@ -298,7 +355,16 @@ pub(crate) async fn get_trust(
         min_seq,
         |decision| {
             let rulebook = services.probe.rulebook.version();
-            Tagged::json(&view(callee_id, &posture, decision, rulebook))
+            let record = services
+                .view
+                .track_record(callee_id, posture.caller_version);
+            Tagged::json(&view(
+                callee_id,
+                &posture,
+                decision,
+                rulebook,
+                record.as_ref(),
+            ))
         },
     )
     .await??;
@@ -310,28 +376,38 @@ pub(crate) async fn get_trust(
     ))
 }
 
-/// The decision with its signed receipt: evaluated afresh, since the receipt names the
-/// checkpoint of the moment.
-async fn with_receipt(
+/// The decision evaluated afresh, not from the rendered answers: with the record conditions
+/// the caller asked for (freshness depends on the moment), and with its signed receipt when
+/// asked for, which names the checkpoint of the moment.
+async fn afresh(
     app: &ApiState,
     headers: &HeaderMap,
     callee_id: CalleeId,
     posture: Posture,
+    ask: RecordAsk,
     min_seq: Option<i64>,
+    receipt: bool,
 ) -> Result<Response, ApiError> {
     let services = &app.services;
     let decision = trust::decide(&services.view, callee_id, &posture, min_seq).await?;
+    let track = services
+        .view
+        .track_record(callee_id, posture.caller_version);
+    let decision = record::apply(decision, track.as_ref(), &ask, services.now());
     let mut answer = view(
         callee_id,
         &posture,
         decision,
         services.probe.rulebook.version(),
+        track.as_ref(),
     );
-    let signed = serde_json::to_value(&answer).map_err(|e| ApiError::Internal(e.into()))?;
-    let jws = services
-        .transparency
-        .receipt(&services.store, &services.view, signed, services.now())
-        .await?;
-    answer.receipt = Some(jws);
+    if receipt {
+        let signed = serde_json::to_value(&answer).map_err(|e| ApiError::Internal(e.into()))?;
+        let jws = services
+            .transparency
+            .receipt(&services.store, &services.view, signed, services.now())
+            .await?;
+        answer.receipt = Some(jws);
+    }
     conditional::respond(headers, &answer)
 }

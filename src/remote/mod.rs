@@ -417,6 +417,11 @@ impl Outbound {
         })
     }
 
+    /// Where this client counts: the process's metrics, which probes report to as well.
+    pub fn metrics(&self) -> &Metrics {
+        &self.metrics
+    }
+
     /// Counts every request's result in `metrics` (by default, in a registry nobody reads).
     pub fn with_metrics(mut self, metrics: Metrics) -> Self {
         self.metrics = metrics;

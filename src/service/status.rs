@@ -59,5 +59,10 @@ pub(crate) async fn metrics_snapshot(services: &super::Services) -> Result<Snaps
             .map_or(0.0, |t| (now - t).num_milliseconds().max(0) as f64 / 1000.0),
         ledger_head: view.applied().ledger_seq,
         failing_subscriptions: super::webhooks::failing_count(services).await?,
+        track_classes: view
+            .classes()
+            .iter()
+            .map(|(class, n)| (class.as_str().to_string(), *n as i64))
+            .collect(),
     })
 }

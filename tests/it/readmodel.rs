@@ -4,6 +4,7 @@
 use cardgate::domain::capability::{Capability, CapabilitySet};
 use cardgate::domain::decision::{Dedup, Posture};
 use cardgate::domain::ids::CalleeId;
+use cardgate::domain::probe::track::TrackRecord;
 use cardgate::domain::version::ProtocolVersion;
 use cardgate::fake_agent::{Behaviour, FakeAgent, FakeAgentConfig};
 use cardgate::service::readmodel::ReadModel;
@@ -97,9 +98,11 @@ async fn min_seq_reads_a_write_back_and_refuses_one_never_made(db: TestDb) {
 /// The parts of a decision both answers share.
 fn essence(decision: &Value) -> Value {
     // The rulebook in force is the service's, not the store's: tests/it/rulebook.rs checks it.
+    // The track record is compared on its own (`assert_record_matches_store`).
     let mut evidence = decision["evidence"].clone();
     if let Some(evidence) = evidence.as_object_mut() {
         evidence.remove("rulebook");
+        evidence.remove("track_record");
     }
     json!({
         "authoritative": decision["authoritative"],
@@ -145,6 +148,40 @@ fn query(callee: &str, posture: &Posture) -> String {
     )
 }
 
+/// The served track record is the one the store's runs fold to.
+async fn assert_record_matches_store(
+    db: &TestDb,
+    id: CalleeId,
+    posture: &Posture,
+    served: &Value,
+    step: &str,
+) {
+    let served = &served["evidence"]["track_record"];
+    if served.is_null() {
+        return;
+    }
+    let since = cardgate::domain::time::now() - chrono::Duration::days(30);
+    let runs: Vec<_> = db
+        .store
+        .run_records_between(id, id, since)
+        .await
+        .unwrap()
+        .into_iter()
+        .filter(|(_, version, _)| *version == posture.caller_version)
+        .map(|(.., run)| run)
+        .collect();
+    let expected = TrackRecord::of(&runs, since);
+    assert_eq!(
+        (&served["runs"], &served["trials"], &served["clean"]),
+        (
+            &json!(expected.runs),
+            &json!(expected.trials),
+            &json!(expected.clean)
+        ),
+        "{step}: the served track record differs from the store's runs"
+    );
+}
+
 /// For every callee and posture: the server's answer (its read model, kept current by the
 /// writes), a read model loaded afresh (the bulk load), and the store read row by row agree.
 async fn assert_model_matches_store(
@@ -153,7 +190,9 @@ async fn assert_model_matches_store(
     callees: &[String],
     step: &str,
 ) {
-    let fresh = ReadModel::load(db.store.clone()).await.unwrap();
+    let fresh = ReadModel::load(db.store.clone(), Default::default())
+        .await
+        .unwrap();
     for callee in callees {
         let id = CalleeId(callee.parse().unwrap());
         for posture in postures() {
@@ -163,6 +202,7 @@ async fn assert_model_matches_store(
             let expected = essence(&serde_json::to_value(&expected).unwrap());
             let (status, served) = server.get(&query(callee, &posture)).await;
             assert_eq!(status, 200, "{step}: {served}");
+            assert_record_matches_store(db, id, &posture, &served, step).await;
             assert_eq!(
                 essence(&served),
                 expected,

@@ -8,7 +8,7 @@ use cardgate::fake_agent::{Behaviour, FakeAgent, FakeAgentConfig};
 use serde_json::{Value, json};
 
 use crate::cli::json_report;
-use crate::probes::{finding, probe, register};
+use crate::probes::{condition, decision, finding, probe, register};
 use crate::support::{TestDb, TestServer, on_both_backends, test_settings};
 
 fn subject(report: &Value) -> &Value {
@@ -116,6 +116,98 @@ async fn a_flaky_agent_fails_most_cycles_and_each_trial_keeps_its_own_exchanges(
     }
     assert!(run["latency"]["first_event"]["p50_ms"].is_u64(), "{run:#}");
 
+    // Its track record: three trials are too few to call; after a second cycle, six clean
+    // trials make it stable, and a caller can ask for a record and for freshness.
+    let answer = decision(&server, &callee, "caller_version=1.0").await;
+    let record = &answer["evidence"]["track_record"];
+    assert_eq!(
+        (&record["trials"], &record["class"]),
+        (&json!(3), &json!("new")),
+        "{answer:#}"
+    );
+    let asked = decision(
+        &server,
+        &callee,
+        "caller_version=1.0&min_trials=5&min_clean_rate=0.5",
+    )
+    .await;
+    assert_eq!(
+        condition(&asked, "track-record")["status"],
+        "unknown",
+        "{asked:#}"
+    );
+    assert_eq!(asked["authoritative"], false);
+    probe(&server, &callee, "1.0").await;
+    let answer = decision(&server, &callee, "caller_version=1.0").await;
+    let record = &answer["evidence"]["track_record"];
+    assert_eq!(
+        (
+            &record["runs"],
+            &record["trials"],
+            &record["clean"],
+            &record["class"]
+        ),
+        (&json!(2), &json!(6), &json!(6), &json!("stable")),
+        "{answer:#}"
+    );
+    assert!(
+        record["latency"]["terminal"]["p95_ms"].is_u64(),
+        "{record:#}"
+    );
+    // Six of six: the lower bound is 0.609.
+    assert_eq!(record["clean_rate_lower_bound"], 0.609);
+    let asked = decision(
+        &server,
+        &callee,
+        "caller_version=1.0&min_trials=5&min_clean_rate=0.5&max_age=3600",
+    )
+    .await;
+    assert_eq!(
+        condition(&asked, "track-record")["status"],
+        "pass",
+        "{asked:#}"
+    );
+    assert_eq!(condition(&asked, "fresh")["status"], "pass");
+    assert_eq!(asked["authoritative"], true);
+    let strict = decision(&server, &callee, "caller_version=1.0&min_clean_rate=0.9").await;
+    assert_eq!(
+        condition(&strict, "track-record")["status"],
+        "fail",
+        "{strict:#}"
+    );
+    // A promotion never decays by itself, but a caller's freshness does.
+    tokio::time::sleep(Duration::from_millis(2100)).await;
+    let stale = decision(&server, &callee, "caller_version=1.0&max_age=1").await;
+    assert_eq!(condition(&stale, "fresh")["status"], "fail", "{stale:#}");
+    assert_eq!(stale["authoritative"], false);
+    assert_eq!(stale["gate_state"], "lifecycle-trusted");
+    // Prometheus: the subject counted in its class, the agent's latency in histograms.
+    let metrics = reqwest::get(server.url("/metrics"))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        metrics.contains("cardgate_track_record_subjects{class=\"stable\"} 1"),
+        "{metrics}"
+    );
+    let counted = metrics
+        .lines()
+        .find(|l| l.starts_with("cardgate_probe_latency_seconds_count{operation=\"first_event\"}"))
+        .unwrap_or_else(|| panic!("{metrics}"));
+    assert!(!counted.ends_with(" 0"), "{counted}");
+    let (status, bad) = server
+        .get(&format!(
+            "/v1/trust?callee_id={callee}&caller_version=1.0&min_clean_rate=1.5"
+        ))
+        .await;
+    assert_eq!(
+        (status, &bad["error"]["code"]),
+        (400, &json!("invalid_request")),
+        "{bad:#}"
+    );
+
     // Every third task it creates ends without a timestamp: most cycles of three trials
     // meet one, and a cycle passes only if every trial does.
     let flaky = FakeAgent::start(
@@ -136,5 +228,15 @@ async fn a_flaky_agent_fails_most_cycles_and_each_trial_keeps_its_own_exchanges(
         }
     }
     assert!(failed_cycles >= 2, "{failed_cycles} of 3 cycles failed");
+    let answer = decision(&server, &callee, "caller_version=1.0&min_clean_rate=0.9").await;
+    let record = &answer["evidence"]["track_record"];
+    assert_eq!(record["trials"], 9, "{answer:#}");
+    assert!(record["clean"].as_u64().unwrap() < 9);
+    assert!(
+        record["class"] == "flaky" || record["class"] == "failing",
+        "{record:#}"
+    );
+    assert_eq!(condition(&answer, "track-record")["status"], "fail");
+    assert_eq!(answer["authoritative"], false);
     server.stop().await;
 }

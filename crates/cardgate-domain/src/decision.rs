@@ -17,6 +17,7 @@ use super::time::{self, Timestamp};
 use super::version::ProtocolVersion;
 
 mod facts;
+pub mod record;
 pub use facts::{JudgementFacts, VerdictFacts, card_facts, input, probe_facts};
 
 /// How the caller deduplicates terminal events.

@@ -7,6 +7,7 @@ use crate::domain::card::{CardInterface, NormalizedCard, SnapshotSource};
 use crate::domain::gate::ProbeStart;
 use crate::domain::ids::JobId;
 use crate::domain::job::Job;
+use crate::domain::probe::latency::{Op, Samples};
 use crate::domain::probe::{ProbeRun, ProbeScript, RunStatus, outcome};
 use crate::domain::time::{self, Timestamp};
 use crate::remote::a2a::Wire;
@@ -226,6 +227,11 @@ async fn record(
         };
         snapshot
     });
+    let samples = Samples::of(&output.observations);
+    for op in Op::ALL {
+        let metrics = services.outbound.metrics();
+        metrics.probe_latency(op.as_str(), samples.get(op));
+    }
     let finished = FinishedRun {
         judgement: &judgement,
         observations: &output.observations,

@@ -38,6 +38,8 @@ pub struct ProbeSettings {
     /// is the whole cycle, the others the lifecycle task alone; the cycle passes only if every
     /// one does (issue 46). They share the transcript budget of [`Self::limits`] equally.
     pub trials: u32,
+    /// The days of finished runs a subject's track record covers (`CARDGATE_TRACK_RECORD_DAYS`).
+    pub track_record_days: u32,
     /// The rules in force (the trust model's, under the operator's policy): every verdict is
     /// judged under it and names its version.
     pub rulebook: Arc<Rulebook>,
@@ -57,6 +59,7 @@ impl Default for ProbeSettings {
             live_resubscribe_wait: Duration::from_secs(10),
             limits: CallLimits::default(),
             trials: 3,
+            track_record_days: crate::domain::probe::track::DEFAULT_WINDOW_DAYS,
             rulebook: Arc::new(Rulebook::trust_model()),
         }
     }

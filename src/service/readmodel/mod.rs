@@ -31,6 +31,8 @@ use crate::domain::card::CardSnapshot;
 use crate::domain::decision::{self, CardFacts, Decision, DecisionInput, Posture, ProbeFacts};
 use crate::domain::gate::Subject;
 use crate::domain::ids::CalleeId;
+use crate::domain::probe::track::{self, RunRecord, TrackRecord};
+use crate::domain::time::{Clock, SystemClock};
 use crate::domain::version::ProtocolVersion;
 use crate::storage::{Changed, FeedHead, Store, StoreError};
 
@@ -62,6 +64,31 @@ struct Inner {
     syncing: Arc<Mutex<()>>,
     /// Whether the callees are loaded (until then decisions are not answered).
     loaded: AtomicBool,
+    /// The window of runs each subject's track record folds, back from `clock`'s now when the
+    /// subject is (re)loaded.
+    track: TrackWindow,
+}
+
+/// The window a track record covers, and the clock it ends at.
+#[derive(Clone)]
+pub struct TrackWindow {
+    pub days: u32,
+    pub clock: Arc<dyn Clock>,
+}
+
+impl TrackWindow {
+    fn since(&self) -> crate::domain::time::Timestamp {
+        self.clock.now() - chrono::Duration::days(i64::from(self.days))
+    }
+}
+
+impl Default for TrackWindow {
+    fn default() -> Self {
+        Self {
+            days: track::DEFAULT_WINDOW_DAYS,
+            clock: Arc::new(SystemClock),
+        }
+    }
 }
 
 /// One callee's decision inputs, ready to evaluate, per subject; and its card facts, for a
@@ -71,7 +98,7 @@ struct Inner {
 #[derive(Debug, Clone, PartialEq)]
 struct CalleeInputs {
     card: Option<Arc<CardFacts>>,
-    subjects: Box<[(ProtocolVersion, DecisionInput)]>,
+    subjects: Box<[(ProtocolVersion, DecisionInput, TrackRecord)]>,
 }
 
 impl CalleeInputs {
@@ -79,9 +106,9 @@ impl CalleeInputs {
         match self
             .subjects
             .iter()
-            .find(|(version, _)| *version == posture.caller_version)
+            .find(|(version, ..)| *version == posture.caller_version)
         {
-            Some((_, input)) => decision::evaluate(posture, input),
+            Some((_, input, _)) => decision::evaluate(posture, input),
             // No subject for the caller's version: what the card alone says.
             None => decision::evaluate(posture, &decision::input(self.card.as_ref(), None, None)),
         }
@@ -91,18 +118,20 @@ impl CalleeInputs {
         snapshot: Option<&CardSnapshot>,
         subjects: Vec<Subject>,
         mut probes: HashMap<ProtocolVersion, ProbeFacts>,
+        mut records: HashMap<ProtocolVersion, TrackRecord>,
     ) -> Self {
         let card: Option<Arc<CardFacts>> = snapshot.map(|s| Arc::new(decision::card_facts(s)));
         let mut subjects: Vec<_> = subjects
             .into_iter()
             .map(|subject| {
-                let probe = probes.remove(&subject.protocol_version);
+                let version = subject.protocol_version;
+                let probe = probes.remove(&version);
                 let input = decision::input(card.as_ref(), Some(&subject), probe);
-                (subject.protocol_version, input)
+                (version, input, records.remove(&version).unwrap_or_default())
             })
             .collect();
         // One order whichever way the store listed them, so that equal models compare equal.
-        subjects.sort_by_key(|(version, _)| *version);
+        subjects.sort_by_key(|(version, ..)| *version);
         Self {
             card,
             subjects: subjects.into_boxed_slice(),
@@ -145,9 +174,10 @@ pub struct ModelStats {
 }
 
 impl ReadModel {
-    fn empty(store: Store) -> Self {
+    fn empty(store: Store, track: TrackWindow) -> Self {
         Self {
             inner: Arc::new(Inner {
+                track,
                 store,
                 callees: RwLock::default(),
                 card_urls: RwLock::default(),
@@ -160,8 +190,8 @@ impl ReadModel {
     }
 
     /// Loads everything from the store before returning.
-    pub async fn load(store: Store) -> Result<Self, StoreError> {
-        let model = Self::empty(store);
+    pub async fn load(store: Store, track: TrackWindow) -> Result<Self, StoreError> {
+        let model = Self::empty(store, track);
         {
             let _one_at_a_time = model.inner.syncing.lock().await;
             model.reload_all().await?;
@@ -173,8 +203,8 @@ impl ReadModel {
     /// Loads the keys now and the callees in the background, so that a service can listen at
     /// once; [`Self::is_loaded`] says when they are in. A load the database interrupts is
     /// started again after a pause.
-    pub async fn start(store: Store) -> Result<Self, StoreError> {
-        let model = Self::empty(store);
+    pub async fn start(store: Store, track: TrackWindow) -> Result<Self, StoreError> {
+        let model = Self::empty(store, track);
         // Held from here until the callees are in: a catch-up waits for the load, which reads
         // the feed head first, so nothing committed meanwhile is missed.
         let syncing = model.inner.syncing.clone().lock_owned().await;
@@ -203,6 +233,29 @@ impl ReadModel {
             }
         });
         Ok(model)
+    }
+
+    /// The subject's track record as of its last (re)load, if the callee has that subject.
+    pub fn track_record(&self, callee: CalleeId, version: ProtocolVersion) -> Option<TrackRecord> {
+        let inputs = self.inputs(callee)?;
+        inputs
+            .subjects
+            .iter()
+            .find(|(v, ..)| *v == version)
+            .map(|(.., record)| *record)
+    }
+
+    /// How many subjects are in each track-record class.
+    pub fn classes(&self) -> [(track::Class, usize); 4] {
+        let mut counts = track::Class::ALL.map(|c| (c, 0));
+        for inputs in read(&self.inner.callees).values() {
+            for (.., record) in inputs.subjects.iter() {
+                if let Some(slot) = counts.iter_mut().find(|(c, _)| *c == record.class) {
+                    slot.1 += 1;
+                }
+            }
+        }
+        counts
     }
 
     /// Whether the callees are loaded: until then there is no decision to give.
@@ -417,7 +470,7 @@ impl ReadModel {
         Ok(())
     }
 
-    /// The inputs of the callees `ids`, all within `from..=to`, and their card URLs: four
+    /// The inputs of the callees `ids`, all within `from..=to`, and their card URLs: five
     /// queries for the range.
     async fn load_range(
         &self,
@@ -426,14 +479,27 @@ impl ReadModel {
         ids: &[CalleeId],
     ) -> Result<(Vec<(CalleeId, Arc<CalleeInputs>)>, Vec<(CalleeId, String)>), StoreError> {
         let store = &self.inner.store;
-        // Four reads on four connections: the database works on one while this process
+        // Five reads on five connections: the database works on one while this process
         // parses another (the bulk load of 100,000 subjects is bound by both).
-        let (subject_rows, snapshot_rows, probe_rows, card_urls) = tokio::try_join!(
+        let (subject_rows, snapshot_rows, probe_rows, card_urls, run_records) = tokio::try_join!(
             store.subjects_between(from, to),
             store.newest_snapshots(from, to),
             store.newest_probe_facts(from, to),
             store.card_urls_between(from, to),
+            store.run_records_between(from, to, self.inner.track.since()),
         )?;
+        let mut runs: HashMap<(CalleeId, ProtocolVersion), Vec<RunRecord>> = HashMap::new();
+        for (callee, version, run) in run_records {
+            runs.entry((callee, version)).or_default().push(run);
+        }
+        let since = self.inner.track.since();
+        let mut records: HashMap<CalleeId, HashMap<ProtocolVersion, TrackRecord>> = HashMap::new();
+        for ((callee, version), runs) in runs {
+            records
+                .entry(callee)
+                .or_default()
+                .insert(version, TrackRecord::of(&runs, since));
+        }
         let mut subjects: HashMap<CalleeId, Vec<Subject>> = HashMap::new();
         for subject in subject_rows {
             subjects.entry(subject.callee_id).or_default().push(subject);
@@ -453,6 +519,7 @@ impl ReadModel {
                     snapshots.remove(id).as_ref(),
                     subjects.remove(id).unwrap_or_default(),
                     probes.remove(id).unwrap_or_default(),
+                    records.remove(id).unwrap_or_default(),
                 );
                 (*id, Arc::new(inputs))
             })

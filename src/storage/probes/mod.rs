@@ -6,6 +6,7 @@ mod rows;
 mod push;
 mod queue;
 mod reads;
+mod records;
 mod retention;
 mod runs;
 

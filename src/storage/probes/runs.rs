@@ -9,6 +9,7 @@ use crate::domain::decision::JudgementFacts;
 use crate::domain::gate::{Subject, SubjectState};
 use crate::domain::ids::{CalleeId, JobId, ProbeRunId};
 use crate::domain::ledger::{EventBody, EventRecord, NewEvent};
+use crate::domain::probe::track::Contribution;
 use crate::domain::probe::{Judgement, Observations};
 use crate::domain::time::Timestamp;
 use crate::domain::version::ProtocolVersion;
@@ -99,7 +100,7 @@ impl Store {
             // and their commit, which is what a webhook's latency is measured from.
             let stored = sqlx::query(
                 "update probe_runs set passed = $2, judgement = $3, observations = $4, \
-                 transcript = $5, facts = $6 where id = $1 and status = 'running'",
+                 transcript = $5, facts = $6, record = $7 where id = $1 and status = 'running'",
             )
             .bind(id.0)
             .bind(finished.judgement.verdict.passed)
@@ -109,6 +110,10 @@ impl Store {
             .bind(
                 serde_json::to_string(&JudgementFacts::from(finished.judgement))
                     .expect("facts serialize"),
+            )
+            .bind(
+                serde_json::to_string(&Contribution::of(finished.judgement, finished.observations))
+                    .expect("records serialize"),
             )
             .execute(&mut *tx)
             .await?

@@ -12,6 +12,8 @@ use chrono::TimeZone;
 use serde::{Deserialize, Serialize};
 
 use super::latency::{Latency, Op, Percentiles, Samples};
+use super::trials::Tally;
+use super::{Judgement, Observations};
 use crate::time::Timestamp;
 
 /// Fewer trials than this and a subject is `new`: too few to call stable or flaky.
@@ -28,6 +30,52 @@ pub struct RunRecord {
     pub clean: u32,
     /// Its latency samples, milliseconds per operation.
     pub samples: Samples,
+}
+
+/// What a finished run keeps for the record: its trials and latency samples. A run that
+/// credentials kept from the agent ran no trial.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Contribution {
+    pub trials: u32,
+    pub clean: u32,
+    pub samples: Samples,
+}
+
+impl Contribution {
+    pub fn of(judgement: &Judgement, observations: &Observations) -> Self {
+        if judgement.verdict.unexercised.is_some() {
+            return Self::default();
+        }
+        let tally = judgement
+            .verdict
+            .trials
+            .clone()
+            .unwrap_or_else(|| Tally::single(judgement.verdict.passed));
+        Self {
+            trials: tally.count,
+            clean: tally.clean,
+            samples: Samples::of(observations),
+        }
+    }
+}
+
+impl RunRecord {
+    /// The record of a run finished at `finished_at`; one from before contributions were
+    /// kept counts as one trial, clean if it passed.
+    pub fn new(finished_at: Timestamp, passed: bool, kept: Option<Contribution>) -> Self {
+        let kept = kept.unwrap_or(Contribution {
+            trials: 1,
+            clean: u32::from(passed),
+            samples: Samples::default(),
+        });
+        Self {
+            finished_at,
+            passed,
+            trials: kept.trials,
+            clean: kept.clean,
+            samples: kept.samples,
+        }
+    }
 }
 
 /// How a subject's runs have gone.
@@ -106,7 +154,11 @@ impl Default for TrackRecord {
 impl TrackRecord {
     /// The record of `runs` (any order) finished at or after `since`.
     pub fn of(runs: &[RunRecord], since: Timestamp) -> Self {
-        let mut within: Vec<&RunRecord> = runs.iter().filter(|r| r.finished_at >= since).collect();
+        // A run that ran no trial (credentials kept it from the agent) says nothing.
+        let mut within: Vec<&RunRecord> = runs
+            .iter()
+            .filter(|r| r.finished_at >= since && r.trials > 0)
+            .collect();
         within.sort_by_key(|r| r.finished_at);
         let trials: u32 = within.iter().map(|r| r.trials).sum();
         let clean: u32 = within.iter().map(|r| r.clean.min(r.trials)).sum();
