@@ -202,3 +202,23 @@ async def test_the_readme_example_gets_one_end_from_an_agent_that_sends_two(
     # It reported what it withheld before it exited.
     reports = await server.reports(callee_id)
     assert [r["trigger"] for r in reports] == ["duplicate-terminal"]
+
+
+async def test_a_caller_can_ask_for_a_track_record_and_freshness(server: Cardgate, agents: Agents):
+    agent = await agents.fake("conformant")
+    _, card_url = await server.register(agent.origin)
+    async with cardgate.Registry(server.url, await server.key("reader")) as registry:
+        plain = await registry.decision(card_url, "1.0")
+        record = plain.evidence.track_record
+        assert record is not None and record.trials >= 3 and record.class_ in ("new", "stable")
+        assert record.latency["first_event"] is not None, record
+        # More trials than one probe cycle has: the record is not established yet.
+        asked = await registry.decision(card_url, "1.0", record=cardgate.RecordAsk(min_trials=100))
+        condition = next(c for c in asked.conditions if c.id == "track-record")
+        assert condition.status == "unknown" and not asked.authoritative
+        # Fresh within an hour; never within zero seconds once a second has passed.
+        fresh = await registry.decision(card_url, "1.0", record=cardgate.RecordAsk(max_age=3600))
+        assert fresh.authoritative, fresh.failing
+        await asyncio.sleep(1.1)
+        stale = await registry.decision(card_url, "1.0", record=cardgate.RecordAsk(max_age=0))
+        assert [c.id for c in stale.failing] == ["fresh"] and not stale.authoritative

@@ -69,7 +69,15 @@ export function createGuard<C extends GuardableClient>(host: GuardHost, client: 
   }
   const callerVersion = options.callerVersion ?? '1.0';
   const dedup = options.dedup ?? 'timestamp';
-  const decisionOptions: DecisionOptions = { callerVersion, dedup, requires: options.requires ?? [] };
+  const { minTrials, minCleanRate, maxAge } = options;
+  const decisionOptions: DecisionOptions = {
+    callerVersion,
+    dedup,
+    requires: options.requires ?? [],
+    ...(minTrials === undefined ? {} : { minTrials }),
+    ...(minCleanRate === undefined ? {} : { minCleanRate }),
+    ...(maxAge === undefined ? {} : { maxAge }),
+  };
   const checkTimestamps = dedup === 'timestamp';
   let warned = false;
 

@@ -13,7 +13,18 @@ export {
   RegistryRequestError,
   RegistryUnavailableError,
 } from './errors.js';
-export type { Capability, Condition, Decision, DecisionOptions, Dedup, Evidence, Logger, Trigger } from './types.js';
+export type {
+  Capability,
+  Condition,
+  Decision,
+  DecisionOptions,
+  Dedup,
+  Evidence,
+  Logger,
+  Percentiles,
+  TrackRecord,
+  Trigger,
+} from './types.js';
 export type { ReportQueueOptions, ReportStats } from './reports.js';
 export {
   TaskLifecycle,

@@ -8,7 +8,7 @@ import { EventFollower, type LedgerEvent } from './events.js';
 import { createGuard, type GuardHost, type GuardOptions, type GuardableClient } from './guard.js';
 import { callRegistry } from './http.js';
 import { ReportQueue, type ReportQueueOptions, type ReportStats } from './reports.js';
-import type { Condition, Decision, DecisionOptions, Dedup, Logger } from './types.js';
+import type { Condition, Decision, DecisionOptions, Dedup, Logger, Percentiles, TrackRecord } from './types.js';
 
 /** Options of a {@link Registry}. */
 export interface RegistryOptions {
@@ -154,15 +154,17 @@ export class Registry {
     const dedup = options.dedup ?? 'timestamp';
     const requires = options.requires === undefined || options.requires.length === 0 ? NO_REQUIRES : options.requires;
     const req = requires.length < 2 ? (requires[0] ?? '') : [...requires].sort().join(',');
-    const key = `${cardUrl}\n${callerVersion}\n${dedup}\n${req}`;
+    const record = recordQuery(options);
+    const key = `${cardUrl}\n${callerVersion}\n${dedup}\n${req}\n${record.toString()}`;
     const entry = this.#cache.get(key);
-    if (entry !== undefined && entry.fresh && entry.conn === this.#conn && this.#connected) {
+    const timeBound = options.maxAge !== undefined;
+    if (entry !== undefined && entry.fresh && entry.conn === this.#conn && this.#connected && !timeBound) {
       this.#hits++;
       return entry.decision;
     }
     let pending = this.#inflight.get(key);
     if (pending === undefined) {
-      pending = this.#fetchDecision(key, cardUrl, callerVersion, dedup, req).finally(() => this.#inflight.delete(key));
+      pending = this.#fetchDecision(key, cardUrl, callerVersion, dedup, req, record).finally(() => this.#inflight.delete(key));
       this.#inflight.set(key, pending);
     }
     return pending;
@@ -202,7 +204,14 @@ export class Registry {
     return this.#closing;
   }
 
-  async #fetchDecision(key: string, cardUrl: string, callerVersion: string, dedup: Dedup, requires: string): Promise<Decision> {
+  async #fetchDecision(
+    key: string,
+    cardUrl: string,
+    callerVersion: string,
+    dedup: Dedup,
+    requires: string,
+    record: URLSearchParams,
+  ): Promise<Decision> {
     this.#startFollower();
     const entry = this.#cache.get(key);
     const epoch = this.#epoch;
@@ -214,6 +223,7 @@ export class Registry {
     url.searchParams.set('caller_version', callerVersion);
     url.searchParams.set('dedup', dedup);
     if (requires !== '') url.searchParams.set('requires', requires);
+    for (const [name, value] of record) url.searchParams.set(name, value);
     if (sentMinSeq !== undefined) url.searchParams.set('min_seq', String(sentMinSeq));
     const headers = this.#auth();
     if (entry?.etag) headers['if-none-match'] = entry.etag;
@@ -354,6 +364,45 @@ export function parseDecision(body: unknown): Decision {
       ledgerSeq: typeof ev['ledger_seq'] === 'number' ? ev['ledger_seq'] : null,
       ledgerHash: strOrNull(ev['ledger_hash']),
       rulebook: strOrNull(ev['rulebook']),
+      trackRecord: parseTrackRecord(ev['track_record']),
+    }),
+  });
+}
+
+/** What a caller asks of the record, as query parameters (empty when it asks nothing). */
+function recordQuery(options: DecisionOptions): URLSearchParams {
+  const q = new URLSearchParams();
+  if (options.minTrials !== undefined) q.set('min_trials', String(Math.trunc(options.minTrials)));
+  if (options.minCleanRate !== undefined) q.set('min_clean_rate', String(options.minCleanRate));
+  if (options.maxAge !== undefined) q.set('max_age', String(Math.trunc(options.maxAge)));
+  return q;
+}
+
+function parseTrackRecord(value: unknown): TrackRecord | null {
+  if (typeof value !== 'object' || value === null) return null;
+  const r = value as Record<string, unknown>;
+  const num = (v: unknown): number => (typeof v === 'number' ? v : 0);
+  const percentiles = (v: unknown): Percentiles | null => {
+    if (typeof v !== 'object' || v === null) return null;
+    const p = v as Record<string, unknown>;
+    return Object.freeze({ p50Ms: num(p['p50_ms']), p95Ms: num(p['p95_ms']) });
+  };
+  const latency = (typeof r['latency'] === 'object' && r['latency'] !== null ? r['latency'] : {}) as Record<string, unknown>;
+  const classes = ['new', 'stable', 'flaky', 'failing'] as const;
+  const cls = classes.find((c) => c === r['class']) ?? 'new';
+  return Object.freeze({
+    runs: num(r['runs']),
+    trials: num(r['trials']),
+    clean: num(r['clean']),
+    cleanRateLowerBound: typeof r['clean_rate_lower_bound'] === 'number' ? r['clean_rate_lower_bound'] : null,
+    class: cls,
+    newestRunAt: typeof r['newest_run_at'] === 'string' ? r['newest_run_at'] : null,
+    newestPassAt: typeof r['newest_pass_at'] === 'string' ? r['newest_pass_at'] : null,
+    latency: Object.freeze({
+      send: percentiles(latency['send']),
+      firstEvent: percentiles(latency['first_event']),
+      terminal: percentiles(latency['terminal']),
+      push: percentiles(latency['push']),
     }),
   });
 }

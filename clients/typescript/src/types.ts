@@ -19,6 +19,43 @@ export interface DecisionOptions {
   readonly dedup?: Dedup;
   /** Optional capabilities the caller depends on. Default none. */
   readonly requires?: readonly Capability[];
+  /**
+   * Ask for a track record: the `track-record` condition is `unknown` until the agent has
+   * this many trials in the registry's window (5 when only `minCleanRate` is given).
+   */
+  readonly minTrials?: number;
+  /** Then it passes when the 95 % lower bound of the clean rate reaches this (0 to 1; 0.95 when only `minTrials` is given). */
+  readonly minCleanRate?: number;
+  /**
+   * Seconds: the `fresh` condition fails when the agent's newest passing probe run is older.
+   * An answer asking this is never served from memory (it can change with time alone).
+   */
+  readonly maxAge?: number;
+}
+
+/** The median and 95th percentile, in milliseconds. */
+export interface Percentiles {
+  readonly p50Ms: number;
+  readonly p95Ms: number;
+}
+
+/** An agent's record over the registry's window. */
+export interface TrackRecord {
+  readonly runs: number;
+  readonly trials: number;
+  readonly clean: number;
+  /** The Wilson 95 % lower bound of the clean rate; null without trials. */
+  readonly cleanRateLowerBound: number | null;
+  readonly class: 'new' | 'stable' | 'flaky' | 'failing';
+  readonly newestRunAt: string | null;
+  readonly newestPassAt: string | null;
+  /** Per operation; null where nothing was measured. */
+  readonly latency: {
+    readonly send: Percentiles | null;
+    readonly firstEvent: Percentiles | null;
+    readonly terminal: Percentiles | null;
+    readonly push: Percentiles | null;
+  };
 }
 
 /** One condition of a decision; `authoritative` is true only when every one passes. */
@@ -40,6 +77,8 @@ export interface Evidence {
   readonly ledgerHash: string | null;
   /** The rulebook version the evidence is judged under (`GET /v1/rulebook`). */
   readonly rulebook: string | null;
+  /** The agent's track record; null when it has no subject for the caller's version. */
+  readonly trackRecord: TrackRecord | null;
 }
 
 /** The registry's decision about one agent, for one caller posture. Frozen. */

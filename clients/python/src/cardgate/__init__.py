@@ -8,7 +8,17 @@ async with cardgate.Registry(base_url, api_key=key) as registry:
 ```
 """
 
-from cardgate.decision import Condition, Decision, Dedup, Evidence, Mode, Posture
+from cardgate.decision import (
+    Condition,
+    Decision,
+    Dedup,
+    Evidence,
+    Mode,
+    Percentiles,
+    Posture,
+    RecordAsk,
+    TrackRecord,
+)
 from cardgate.errors import CardLifecycleMismatchError, RegistryUnavailableError
 from cardgate.guard import GuardedClient
 from cardgate.registry import Registry
@@ -22,9 +32,12 @@ __all__ = [
     "Evidence",
     "GuardedClient",
     "Mode",
+    "Percentiles",
     "Posture",
+    "RecordAsk",
     "Registry",
     "RegistryUnavailableError",
     "ReportStats",
+    "TrackRecord",
 ]
 __version__ = "0.1.0"

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 import httpx
 
-from cardgate.decision import Decision, Dedup, Mode, Posture
+from cardgate.decision import Decision, Dedup, Mode, Posture, RecordAsk
 from cardgate.errors import RegistryUnavailableError
 from cardgate.events import EventFollower
 from cardgate.reports import Report, ReportQueue, ReportStats
@@ -131,13 +131,15 @@ class Registry:
         caller_version: str = "1.0",
         dedup: Dedup = "timestamp",
         requires: Iterable[str] = (),
+        record: RecordAsk | None = None,
     ) -> Decision:
         """cardgate's decision for this caller on `card_url`.
 
+        `record` asks for a track record and freshness beyond the gate (`RecordAsk`).
         Raises `RegistryUnavailableError` when cardgate cannot answer, `LookupError` when it
         knows no callee with that card URL, `ValueError` on a malformed question.
         """
-        return await self._decide(Posture.of(card_url, caller_version, dedup, requires))
+        return await self._decide(Posture.of(card_url, caller_version, dedup, requires, record))
 
     def guard(
         self,
@@ -148,20 +150,22 @@ class Registry:
         dedup: Dedup = "timestamp",
         requires: Iterable[str] = (),
         mode: Mode = "safe",
+        record: RecordAsk | None = None,
     ) -> GuardedClient:
         """Wraps an a2a-sdk `Client`; see `cardgate.guard.GuardedClient`."""
         from cardgate.guard import GuardedClient  # noqa: PLC0415 (guard imports this module)
 
         if mode not in ("safe", "strict", "observe"):
             raise ValueError(f"mode must be safe, strict or observe, not {mode!r}")
-        posture = Posture.of(card_url, caller_version, dedup, requires)
+        posture = Posture.of(card_url, caller_version, dedup, requires, record)
         return GuardedClient(self, client, posture, mode)
 
     async def _decide(self, posture: Posture) -> Decision:
         if self._follower is not None:
             self._follower.start()
         entry = self._entries.get(posture)
-        if entry is not None and self._current(entry):
+        # An answer with freshness in it can change with time alone: asked again each time.
+        if entry is not None and self._current(entry) and not posture.time_bound:
             return entry.decision
         followed_from = self._events if self._connected else None
         headers = {"If-None-Match": entry.etag} if entry and entry.etag else {}

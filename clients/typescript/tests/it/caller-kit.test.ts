@@ -76,7 +76,14 @@ describe('caller kit against cardgate', { skip: missing !== undefined && process
       }
 
       const r = registry(reporterKey);
-      assert.equal((await r.decision(a.cardUrl, POSTURE)).authoritative, true);
+      const before = await r.decision(a.cardUrl, POSTURE);
+      assert.equal(before.authoritative, true);
+      // The record of the probe cycle that promoted it: its trials, clean.
+      const record = before.evidence.trackRecord;
+      assert.ok(record !== null && record.trials >= 1 && record.clean === record.trials, JSON.stringify(record));
+      const unproven = await r.decision(a.cardUrl, { ...POSTURE, minTrials: 1000 });
+      assert.equal(unproven.authoritative, false);
+      assert.equal(unproven.conditions.find((c) => c.id === 'track-record')?.status, 'unknown');
       const guarded = r.guard(plain, { cardUrl: a.cardUrl, ...POSTURE, mode: 'safe' });
       const events = await collect(guarded.sendMessageStream(message('FAULT, please')));
       assert.equal(terminals(events), 1, summarize(events).join(' '));

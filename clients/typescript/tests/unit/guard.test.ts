@@ -27,7 +27,7 @@ function decision(authoritative: boolean, ledgerSeq = 5): Decision {
       { id: 'card-trusted', status: 'pass', reason: '' },
       { id: 'not-demoted', status: authoritative ? 'pass' : 'fail', reason: 'demoted' },
     ],
-    evidence: { cardSnapshotId: null, probeRunId: null, ledgerSeq, ledgerHash: null, rulebook: null },
+    evidence: { cardSnapshotId: null, probeRunId: null, ledgerSeq, ledgerHash: null, rulebook: null, trackRecord: null },
   };
 }
 

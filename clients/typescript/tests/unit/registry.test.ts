@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { after, before, beforeEach, describe, it } from 'node:test';
 
 import { RegistryRequestError, RegistryUnavailableError } from '../../src/errors.js';
-import { Registry } from '../../src/registry.js';
+import { Registry, parseDecision } from '../../src/registry.js';
 import { FakeRegistry, until } from './fake-registry.js';
 
 const CARD = 'http://agent.test/.well-known/agent-card.json';
@@ -50,6 +50,49 @@ describe('Registry (against an in-process fake)', () => {
     for (let i = 0; i < 100; i++) assert.equal(await r.decision(CARD, { requires: ['streaming'] }), await r.decision(CARD, { requires: ['streaming'] }));
     assert.equal(fake.count('/v1/trust'), before);
     assert.ok(r.stats().cacheHits >= 200);
+  });
+
+  it('asks for a track record and freshness, and never serves a fresh-asking answer from memory', async () => {
+    const r = registry();
+    await until(() => (void r.decision(CARD), r.stats().followerConnected), 5000, 'the follower');
+    await r.decision(CARD, { minTrials: 9, minCleanRate: 0.9 });
+    const q = fake.requests.at(-1)?.query;
+    assert.equal(q?.get('min_trials'), '9');
+    assert.equal(q?.get('min_clean_rate'), '0.9');
+    assert.equal(q?.get('max_age'), null);
+    const n = fake.count('/v1/trust');
+    await r.decision(CARD, { minTrials: 9, minCleanRate: 0.9 });
+    assert.equal(fake.count('/v1/trust'), n, 'a record asked for is cached like any posture');
+    await r.decision(CARD, { maxAge: 60 });
+    await r.decision(CARD, { maxAge: 60 });
+    assert.equal(fake.count('/v1/trust'), n + 2);
+    assert.equal(fake.requests.at(-1)?.query.get('max_age'), '60');
+  });
+
+  it('reads the track record from the evidence', () => {
+    const d = parseDecision({
+      callee_id: CALLEE,
+      authoritative: false,
+      conditions: [{ id: 'track-record', status: 'fail', reason: 'r' }],
+      evidence: {
+        track_record: {
+          runs: 3,
+          trials: 9,
+          clean: 7,
+          clean_rate_lower_bound: 0.453,
+          class: 'flaky',
+          newest_run_at: '2026-12-07T10:00:00Z',
+          newest_pass_at: null,
+          latency: { send: null, first_event: { p50_ms: 12, p95_ms: 40 }, terminal: null, push: null },
+        },
+      },
+    });
+    const t = d.evidence.trackRecord;
+    assert.equal(t?.class, 'flaky');
+    assert.equal(t?.cleanRateLowerBound, 0.453);
+    assert.deepEqual(t?.latency.firstEvent, { p50Ms: 12, p95Ms: 40 });
+    assert.equal(t?.latency.send, null);
+    assert.equal(parseDecision({ callee_id: CALLEE, authoritative: true }).evidence.trackRecord, null);
   });
 
   it('keys the cache by posture, with requires in any order', async () => {
