@@ -95,6 +95,8 @@ try {
     check(`${width}: the badge image loads`, badge.w > 50, JSON.stringify(badge));
     const markdown = await page.inputValue("#badge-markdown");
     check(`${width}: the badge's Markdown is ready to copy`, markdown.includes(`${base}/badge/${seed.demoted}/1.0.svg`), markdown);
+    const strip = await page.$$eval("ol.strip a.run", (els) => els.map((e) => e.getAttribute("aria-label")));
+    check(`${width}: the track record's strip names each run`, strip.length >= 1 && strip.every((l) => /passed|failed|aborted/.test(l ?? "")), strip.join(" | "));
     await shoot(page, `${width}-subject`);
 
     await page.goto(`${base}${pages.probe}`);

@@ -381,6 +381,14 @@ async fn the_console_lists_filters_and_explains_and_changes_nothing(db: TestDb) 
         )),
         "{html}"
     );
+    // Its track record: one cycle of three clean trials is too few to call, and the strip
+    // links the run.
+    assert!(html.contains("data-track-class=\"new\""), "{html}");
+    assert!(html.contains("3 of 3 clean, in 1 runs"), "{html}");
+    let strip = &html[html.find("<ol class=\"strip\"").unwrap()..];
+    let strip = &strip[..strip.find("</ol>").unwrap()];
+    assert_eq!(strip.matches("href=\"/ui/probes/").count(), 1, "{strip}");
+    assert!(strip.contains("class=\"run st-pass\""), "{strip}");
     let (status, _, html) = page(&server, &cookie, "/ui/rulebook").await;
     assert_eq!(status, 200);
     assert!(html.contains(version), "{html}");

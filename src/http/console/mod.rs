@@ -512,6 +512,12 @@ async fn subject_page(
         path,
     };
     let judged = crate::service::standing::standing(&services.store, id, version).await?;
+    let runs: Vec<_> = probe::page(&services.store, id, None, RECENT)
+        .await?
+        .into_iter()
+        .filter(|r| r.protocol_version == version)
+        .collect();
+    let record = services.view.track_record(id, version);
     let view = pages::SubjectView {
         detail: &detail,
         subject,
@@ -521,6 +527,8 @@ async fn subject_page(
         older,
         rulebook: services.probe.rulebook.version(),
         judged,
+        record,
+        runs,
     };
     page(pages::subject(&viewer(&caller), &view, services.now()))
 }

@@ -8,6 +8,7 @@ use maud::{DOCTYPE, Markup, PreEscaped, html};
 use super::diagram;
 
 mod rulebook;
+mod track;
 use crate::domain::callee::CalleeFilter;
 use crate::domain::capability::CapabilityOutcome;
 use crate::domain::card::signature::{KeySource, SignatureVerdict};
@@ -399,6 +400,9 @@ pub(super) struct SubjectView<'a> {
     pub rulebook: &'a str,
     /// The newest finished run and the rulebook its findings stand judged under.
     pub judged: Option<(ProbeRunId, Option<String>)>,
+    /// Its track record, and its recent runs, newest first.
+    pub record: Option<crate::domain::probe::track::TrackRecord>,
+    pub runs: Vec<ProbeRun>,
 }
 
 /// One subject: the decisions callers get now, its badge, and its timeline from the ledger.
@@ -412,6 +416,8 @@ pub(super) fn subject(viewer: &Viewer<'_>, view: &SubjectView<'_>, now: Timestam
         older,
         rulebook,
         judged,
+        record,
+        runs,
     } = view;
     let id = d.callee.id.0;
     let name = &display_name(d);
@@ -470,6 +476,7 @@ pub(super) fn subject(viewer: &Viewer<'_>, view: &SubjectView<'_>, now: Timestam
                     } }
                 }
             }
+            (track::record(record.as_ref(), runs, now))
             h2 { "Badge" }
             p { img src=(badge.path) alt={ "cardgate " (s.protocol_version) ": " (s.gate().as_str()) }; }
             label for="badge-markdown" { "Markdown for a README" }
