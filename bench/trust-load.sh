@@ -14,7 +14,8 @@
 # What is measured: a promoted subject of a conformant fake agent, asked about by a caller holding
 # a reader key, with `requires=streaming,pushNotifications`: the key checked against memory, the
 # rate limiter, and the decision evaluated from the in-memory read model (no database access);
-# once by `callee_id`, once by `card_url` (resolved from memory too).
+# once by `callee_id`, once by `card_url` (resolved from memory too), and both again with a
+# track record and freshness asked for.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 DURATION=${DURATION:-20s}
@@ -93,10 +94,17 @@ bench_backend() { # name database_url
   local card_url
   card_url=$(python3 -c 'import sys, urllib.parse; print(urllib.parse.quote(sys.argv[1], safe=""))' "http://127.0.0.1:$AGENT_PORT")
   run_wrk "$1-card-url" "$url/v1/trust?card_url=$card_url&caller_version=1.0&requires=streaming,pushNotifications" "Authorization: Bearer $reader"
+  # Both again asking for a track record and freshness (issue 46): evaluated afresh, not from
+  # the rendered answers.
+  local record="min_trials=3&min_clean_rate=0.5&max_age=86400"
+  run_wrk "$1-record" "$url/v1/trust?callee_id=$callee&caller_version=1.0&requires=streaming,pushNotifications&$record" "Authorization: Bearer $reader"
+  run_wrk "$1-card-url-record" "$url/v1/trust?card_url=$card_url&caller_version=1.0&requires=streaming,pushNotifications&$record" "Authorization: Bearer $reader"
   # The same binary's cheapest route, in the same run: the ceiling issue 12 measures against.
   run_wrk "$1-healthz" "$url/healthz"
   ratio "$1" "$1-healthz"
   ratio "$1-card-url" "$1-healthz"
+  ratio "$1-record" "$1-healthz"
+  ratio "$1-card-url-record" "$1-healthz"
 }
 
 rps_of() { awk '/Requests\/sec/ {print $2}' "$WORK/$1.txt"; }

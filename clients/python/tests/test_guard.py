@@ -58,6 +58,9 @@ async def test_the_app_sees_one_terminal_and_nothing_after(
         reports = await until(lambda: server.reports(callee_id), 10)
         assert reports[0]["trigger"] == "duplicate-terminal"
         assert reports[0]["outcome"] == "demoted", reports[0]
+        # The server may list the report before this client has read the answer to it (which
+        # is what tells the client its cached decision is stale): wait for that answer.
+        await until(sync(lambda: registry.stats.sent == 1), 10, every=0.001)
         d = await registry.decision(card_url, "1.0")
         assert not d.authoritative
         assert d.gate_state == "demoted"

@@ -38,6 +38,8 @@ use crate::storage::{Changed, FeedHead, Store, StoreError};
 
 /// Callees loaded per round of the bulk load (four queries each).
 const LOAD_PAGE: u32 = 2_000;
+/// Other spellings of card URLs remembered once resolved (about 40 B each).
+const MAX_ALIASES: usize = 4_096;
 /// Change rows applied per round of a catch-up.
 const SYNC_PAGE: u32 = 1_000;
 
@@ -55,6 +57,9 @@ struct Inner {
     /// changes and callees are never deleted: entries are only added. Keyed by the URL's
     /// digest ([`url_key`]), not its text: no allocation per callee.
     card_urls: RwLock<HashMap<UrlKey, CalleeId>>,
+    /// Other spellings of registered card URLs that resolved to a callee (at most
+    /// [`MAX_ALIASES`]). Safe to keep: a URL never changes and a callee is never deleted.
+    aliases: RwLock<HashMap<UrlKey, CalleeId>>,
     /// Live keys by the hash of their secret.
     keys: RwLock<HashMap<String, Arc<ApiKey>>>,
     /// The last change row applied and the ledger seq everything applied reflects.
@@ -181,6 +186,7 @@ impl ReadModel {
                 store,
                 callees: RwLock::default(),
                 card_urls: RwLock::default(),
+                aliases: RwLock::default(),
                 keys: RwLock::default(),
                 applied: watch::Sender::new(FeedHead::default()),
                 syncing: Arc::new(Mutex::new(())),
@@ -301,14 +307,30 @@ impl ReadModel {
     /// looked up as it is first: normalizing is idempotent, so a hit is the callee the
     /// normalized form would find, without parsing a URL per request.
     pub fn callee_by_card_url(&self, card_url: &str) -> Option<CalleeId> {
-        let card_urls = read(&self.inner.card_urls);
-        if let Some(id) = card_urls.get(&url_key(card_url)) {
+        let key = url_key(card_url);
+        if let Some(id) = read(&self.inner.card_urls).get(&key) {
+            return Some(*id);
+        }
+        // Another spelling of a registered URL (an origin, a legacy path) resolved before:
+        // found without parsing and normalizing it again on every request.
+        if let Some(id) = read(&self.inner.aliases).get(&key) {
             return Some(*id);
         }
         let normalized = CardUrl::parse(card_url).ok()?;
-        std::iter::once(normalized.as_str().to_string())
-            .chain(normalized.equivalents())
-            .find_map(|spelling| card_urls.get(&url_key(&spelling)).copied())
+        let found = {
+            let card_urls = read(&self.inner.card_urls);
+            std::iter::once(normalized.as_str().to_string())
+                .chain(normalized.equivalents())
+                .find_map(|spelling| card_urls.get(&url_key(&spelling)).copied())
+        }?;
+        // Every spelling that resolves is kept, up to a bound: callers could make up endless
+        // spellings of one URL, and the bound keeps that from growing the model.
+        let mut aliases = write(&self.inner.aliases);
+        if aliases.len() >= MAX_ALIASES {
+            aliases.clear();
+        }
+        aliases.insert(key, found);
+        Some(found)
     }
 
     /// The live key whose secret hashes to `key_hash`.
