@@ -338,10 +338,10 @@ pub(crate) async fn get_trust(
                 ApiError::NotFound(format!("no callee is registered with card URL {url}"))
             })?,
     };
-    if receipt || !record.is_empty() {
+    if receipt {
         // Boxed: its signing state would otherwise make every decision's future larger.
-        return Box::pin(afresh(
-            &app, &headers, callee_id, posture, record, min_seq, receipt,
+        return Box::pin(with_receipt(
+            &app, &headers, callee_id, posture, record, min_seq,
         ))
         .await;
     }
@@ -350,21 +350,11 @@ pub(crate) async fn get_trust(
     let answer = trust::answer(
         &services.view,
         &app.answers,
-        callee_id,
-        &posture,
-        min_seq,
-        |decision| {
+        (callee_id, &posture, &record),
+        (min_seq, services.now()),
+        |decision, track| {
             let rulebook = services.probe.rulebook.version();
-            let record = services
-                .view
-                .track_record(callee_id, posture.caller_version);
-            Tagged::json(&view(
-                callee_id,
-                &posture,
-                decision,
-                rulebook,
-                record.as_ref(),
-            ))
+            Tagged::json(&view(callee_id, &posture, decision, rulebook, track))
         },
     )
     .await??;
@@ -376,17 +366,15 @@ pub(crate) async fn get_trust(
     ))
 }
 
-/// The decision evaluated afresh, not from the rendered answers: with the record conditions
-/// the caller asked for (freshness depends on the moment), and with its signed receipt when
-/// asked for, which names the checkpoint of the moment.
-async fn afresh(
+/// The decision with its signed receipt: evaluated afresh, since the receipt names the
+/// checkpoint of the moment.
+async fn with_receipt(
     app: &ApiState,
     headers: &HeaderMap,
     callee_id: CalleeId,
     posture: Posture,
     ask: RecordAsk,
     min_seq: Option<i64>,
-    receipt: bool,
 ) -> Result<Response, ApiError> {
     let services = &app.services;
     let decision = trust::decide(&services.view, callee_id, &posture, min_seq).await?;
@@ -401,13 +389,11 @@ async fn afresh(
         services.probe.rulebook.version(),
         track.as_ref(),
     );
-    if receipt {
-        let signed = serde_json::to_value(&answer).map_err(|e| ApiError::Internal(e.into()))?;
-        let jws = services
-            .transparency
-            .receipt(&services.store, &services.view, signed, services.now())
-            .await?;
-        answer.receipt = Some(jws);
-    }
+    let signed = serde_json::to_value(&answer).map_err(|e| ApiError::Internal(e.into()))?;
+    let jws = services
+        .transparency
+        .receipt(&services.store, &services.view, signed, services.now())
+        .await?;
+    answer.receipt = Some(jws);
     conditional::respond(headers, &answer)
 }

@@ -6,8 +6,11 @@ use std::time::Duration;
 
 use super::readmodel::{Answers, ReadModel, Reflection};
 use super::{Missing, ServiceError, require_callee};
+use crate::domain::decision::record::RecordAsk;
 use crate::domain::decision::{self, Decision, Posture};
 use crate::domain::ids::CalleeId;
+use crate::domain::probe::track::TrackRecord;
+use crate::domain::time::Timestamp;
 use crate::storage::Store;
 
 /// How long a caller's `min_seq` may make it wait for this replica to catch up.
@@ -28,19 +31,19 @@ pub async fn decide(
         .ok_or(ServiceError::NotFound(Missing::Callee(callee_id)))
 }
 
-/// Like [`decide`], as `render` makes the decision, from `answers` while the callee has not
-/// changed since it was rendered: a popular callee's answer is not evaluated and rendered
-/// again for every caller that asks.
+/// Like [`decide`], with the conditions `ask` names judged at `now`, as `render` makes the
+/// decision (given the subject's track record too), from `answers` while the callee has not
+/// changed since it was rendered (and, for an answer with freshness in it, while it still
+/// stands): a popular callee's answer is not evaluated and rendered again for every caller.
 pub async fn answer<T: Clone, E>(
     view: &ReadModel,
     answers: &Answers<T>,
-    callee_id: CalleeId,
-    posture: &Posture,
-    min_seq: Option<i64>,
-    render: impl FnOnce(Decision) -> Result<T, E>,
+    (callee_id, posture, ask): (CalleeId, &Posture, &RecordAsk),
+    (min_seq, now): (Option<i64>, Timestamp),
+    render: impl FnOnce(Decision, Option<&TrackRecord>) -> Result<T, E>,
 ) -> Result<Result<T, E>, ServiceError> {
     current(view, min_seq).await?;
-    view.answer(answers, callee_id, posture, render)
+    view.answer(answers, (callee_id, posture, ask), now, render)
         .ok_or(ServiceError::NotFound(Missing::Callee(callee_id)))
 }
 

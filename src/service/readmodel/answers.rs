@@ -17,7 +17,12 @@ use std::sync::{Arc, RwLock, Weak};
 
 use super::{CalleeInputs, read, write};
 use crate::domain::decision::Posture;
+use crate::domain::decision::record::AskKey;
 use crate::domain::ids::CalleeId;
+use crate::domain::time::Timestamp;
+
+/// What an answer is the answer to: a callee, a posture, and what was asked of the record.
+type Question = (CalleeId, Posture, AskKey);
 
 /// Entries kept by default: a popular callee's few postures, for some thousands of callees.
 /// Each is a rendered answer (about 1.5 KB for `/v1/trust`), so a full cache is a few MB.
@@ -25,12 +30,14 @@ pub const DEFAULT_CAPACITY: usize = 4_096;
 
 /// Rendered answers of type `T` (cheap to clone: shared bytes).
 pub struct Answers<T> {
-    entries: RwLock<HashMap<(CalleeId, Posture), Entry<T>>>,
+    entries: RwLock<HashMap<Question, Entry<T>>>,
     capacity: usize,
 }
 
 struct Entry<T> {
     from: Weak<CalleeInputs>,
+    /// An answer that asked for freshness stands only until then.
+    until: Option<Timestamp>,
     answer: T,
 }
 
@@ -46,13 +53,15 @@ impl<T: Clone> Answers<T> {
     /// The answer rendered from `inputs`, if there is one.
     pub(super) fn get(
         &self,
-        callee: CalleeId,
-        posture: &Posture,
+        (callee, posture, ask): (CalleeId, &Posture, AskKey),
         inputs: &Arc<CalleeInputs>,
+        now: Timestamp,
     ) -> Option<T> {
         let entries = read(&self.entries);
-        let entry = entries.get(&(callee, *posture))?;
-        std::ptr::eq(entry.from.as_ptr(), Arc::as_ptr(inputs)).then(|| entry.answer.clone())
+        let entry = entries.get(&(callee, *posture, ask))?;
+        (std::ptr::eq(entry.from.as_ptr(), Arc::as_ptr(inputs))
+            && entry.until.is_none_or(|until| now < until))
+        .then(|| entry.answer.clone())
     }
 
     /// Keeps `answer`, rendered from `inputs`. When full, answers whose inputs are gone
@@ -60,9 +69,9 @@ impl<T: Clone> Answers<T> {
     /// rendered again on its next request).
     pub(super) fn put(
         &self,
-        callee: CalleeId,
-        posture: &Posture,
+        (callee, posture, ask): (CalleeId, &Posture, AskKey),
         inputs: &Arc<CalleeInputs>,
+        until: Option<Timestamp>,
         answer: T,
     ) {
         if self.capacity == 0 {
@@ -80,9 +89,10 @@ impl<T: Clone> Answers<T> {
             }
         }
         entries.insert(
-            (callee, *posture),
+            (callee, *posture, ask),
             Entry {
                 from: Arc::downgrade(inputs),
+                until,
                 answer,
             },
         );
@@ -103,6 +113,12 @@ mod tests {
     use super::*;
     use crate::domain::decision::Dedup;
     use crate::domain::version::ProtocolVersion;
+
+    const NONE: AskKey = (None, None, None);
+
+    fn now() -> Timestamp {
+        crate::domain::time::now()
+    }
 
     fn inputs() -> Arc<CalleeInputs> {
         Arc::new(CalleeInputs {
@@ -125,15 +141,29 @@ mod tests {
         let callee = CalleeId(uuid::Uuid::now_v7());
         let (first, later) = (inputs(), inputs());
         assert_eq!(first, later, "equal content, yet another rendering");
-        answers.put(callee, &posture("1.0"), &first, "rendered from first");
+        answers.put(
+            (callee, &posture("1.0"), NONE),
+            &first,
+            None,
+            "rendered from first",
+        );
         assert_eq!(
-            answers.get(callee, &posture("1.0"), &first),
+            answers.get((callee, &posture("1.0"), NONE), &first, now()),
             Some("rendered from first")
         );
-        assert_eq!(answers.get(callee, &posture("1.1"), &first), None);
-        assert_eq!(answers.get(callee, &posture("1.0"), &later), None);
+        assert_eq!(
+            answers.get((callee, &posture("1.1"), NONE), &first, now()),
+            None
+        );
+        assert_eq!(
+            answers.get((callee, &posture("1.0"), NONE), &later, now()),
+            None
+        );
         let other = CalleeId(uuid::Uuid::now_v7());
-        assert_eq!(answers.get(other, &posture("1.0"), &first), None);
+        assert_eq!(
+            answers.get((other, &posture("1.0"), NONE), &first, now()),
+            None
+        );
 
         // The old inputs dropped and new ones made: the entry's `Weak` holds the allocation,
         // so the new inputs cannot take its address and pass for it.
@@ -142,8 +172,37 @@ mod tests {
         let replaced: Vec<_> = (0..64).map(|_| inputs()).collect();
         assert!(replaced.iter().all(|i| Arc::as_ptr(i) != address));
         for i in &replaced {
-            assert_eq!(answers.get(callee, &posture("1.0"), i), None);
+            assert_eq!(answers.get((callee, &posture("1.0"), NONE), i, now()), None);
         }
+    }
+
+    #[test]
+    fn an_answer_asking_for_freshness_stands_until_its_moment() {
+        let answers = Answers::new(16);
+        let callee = CalleeId(uuid::Uuid::now_v7());
+        let kept = inputs();
+        let fresh = (Some(3), None, Some(60));
+        let until = now() + chrono::Duration::seconds(30);
+        answers.put(
+            (callee, &posture("1.0"), fresh),
+            &kept,
+            Some(until),
+            "fresh",
+        );
+        let before = until - chrono::Duration::seconds(1);
+        assert_eq!(
+            answers.get((callee, &posture("1.0"), fresh), &kept, before),
+            Some("fresh")
+        );
+        assert_eq!(
+            answers.get((callee, &posture("1.0"), fresh), &kept, until),
+            None
+        );
+        // Another ask is another question.
+        assert_eq!(
+            answers.get((callee, &posture("1.0"), NONE), &kept, before),
+            None
+        );
     }
 
     #[test]
@@ -152,24 +211,33 @@ mod tests {
         let kept = inputs();
         let callees: Vec<_> = (0..100).map(|_| CalleeId(uuid::Uuid::now_v7())).collect();
         for (n, callee) in callees.iter().enumerate() {
-            answers.put(*callee, &posture("1.0"), &kept, n);
+            answers.put((*callee, &posture("1.0"), NONE), &kept, None, n);
             assert!(answers.len() <= 8, "{} after {n}", answers.len());
         }
         let last = callees.last().unwrap();
-        assert_eq!(answers.get(*last, &posture("1.0"), &kept), Some(99));
+        assert_eq!(
+            answers.get((*last, &posture("1.0"), NONE), &kept, now()),
+            Some(99)
+        );
 
         // Answers whose inputs are gone leave first.
         let gone = inputs();
         let fresh = Answers::new(2);
-        fresh.put(callees[0], &posture("1.0"), &gone, 0);
-        fresh.put(callees[1], &posture("1.0"), &kept, 1);
+        fresh.put((callees[0], &posture("1.0"), NONE), &gone, None, 0);
+        fresh.put((callees[1], &posture("1.0"), NONE), &kept, None, 1);
         drop(gone);
-        fresh.put(callees[2], &posture("1.0"), &kept, 2);
-        assert_eq!(fresh.get(callees[1], &posture("1.0"), &kept), Some(1));
-        assert_eq!(fresh.get(callees[2], &posture("1.0"), &kept), Some(2));
+        fresh.put((callees[2], &posture("1.0"), NONE), &kept, None, 2);
+        assert_eq!(
+            fresh.get((callees[1], &posture("1.0"), NONE), &kept, now()),
+            Some(1)
+        );
+        assert_eq!(
+            fresh.get((callees[2], &posture("1.0"), NONE), &kept, now()),
+            Some(2)
+        );
 
         let none = Answers::new(0);
-        none.put(callees[0], &posture("1.0"), &kept, 0);
+        none.put((callees[0], &posture("1.0"), NONE), &kept, None, 0);
         assert!(none.is_empty());
     }
 }

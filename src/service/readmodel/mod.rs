@@ -28,11 +28,12 @@ use tokio::sync::{Mutex, watch};
 use crate::domain::apikey::ApiKey;
 use crate::domain::callee::CardUrl;
 use crate::domain::card::CardSnapshot;
+use crate::domain::decision::record::RecordAsk;
 use crate::domain::decision::{self, CardFacts, Decision, DecisionInput, Posture, ProbeFacts};
 use crate::domain::gate::Subject;
 use crate::domain::ids::CalleeId;
 use crate::domain::probe::track::{self, RunRecord, TrackRecord};
-use crate::domain::time::{Clock, SystemClock};
+use crate::domain::time::{Clock, SystemClock, Timestamp};
 use crate::domain::version::ProtocolVersion;
 use crate::storage::{Changed, FeedHead, Store, StoreError};
 
@@ -82,7 +83,7 @@ pub struct TrackWindow {
 }
 
 impl TrackWindow {
-    fn since(&self) -> crate::domain::time::Timestamp {
+    fn since(&self) -> Timestamp {
         self.clock.now() - chrono::Duration::days(i64::from(self.days))
     }
 }
@@ -281,17 +282,28 @@ impl ReadModel {
     pub fn answer<T: Clone, E>(
         &self,
         answers: &Answers<T>,
-        callee: CalleeId,
-        posture: &Posture,
-        render: impl FnOnce(Decision) -> Result<T, E>,
+        (callee, posture, ask): (CalleeId, &Posture, &RecordAsk),
+        now: Timestamp,
+        render: impl FnOnce(Decision, Option<&TrackRecord>) -> Result<T, E>,
     ) -> Option<Result<T, E>> {
         let inputs = self.inputs(callee)?;
-        if let Some(answer) = answers.get(callee, posture, &inputs) {
+        let question = (callee, posture, ask.key());
+        if let Some(answer) = answers.get(question, &inputs, now) {
             return Some(Ok(answer));
         }
-        let answer = render(inputs.decide(posture));
+        let record = inputs
+            .subjects
+            .iter()
+            .find(|(version, ..)| *version == posture.caller_version)
+            .map(|(.., record)| record);
+        let mut decision = inputs.decide(posture);
+        if !ask.is_empty() {
+            decision = decision::record::apply(decision, record, ask, now);
+        }
+        let answer = render(decision, record);
         if let Ok(answer) = &answer {
-            answers.put(callee, posture, &inputs, answer.clone());
+            let until = decision::record::valid_until(record, ask, now);
+            answers.put(question, &inputs, until, answer.clone());
         }
         Some(answer)
     }

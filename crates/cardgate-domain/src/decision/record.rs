@@ -23,10 +23,35 @@ pub struct RecordAsk {
     pub max_age: Option<Duration>,
 }
 
+/// A [`RecordAsk`] as a cache key: the clean rate in millionths, the age in seconds.
+pub type AskKey = (Option<u32>, Option<u32>, Option<u64>);
+
 impl RecordAsk {
     pub fn is_empty(&self) -> bool {
         *self == Self::default()
     }
+
+    pub fn key(&self) -> AskKey {
+        (
+            self.min_trials,
+            self.min_clean_rate
+                .map(|r| (r * 1_000_000.0).round() as u32),
+            self.max_age.map(|a| a.as_secs()),
+        )
+    }
+}
+
+/// Until when an answer to `ask` about `record`, given at `now`, stands while the record does:
+/// a passing `fresh` condition fails once the newest passing run is `max_age` old; nothing
+/// else the ask adds changes with time alone.
+pub fn valid_until(
+    record: Option<&TrackRecord>,
+    ask: &RecordAsk,
+    now: Timestamp,
+) -> Option<Timestamp> {
+    let max_age = chrono::Duration::from_std(ask.max_age?).ok()?;
+    let expires = record?.newest_pass_at()? + max_age;
+    (expires >= now).then_some(expires + chrono::Duration::seconds(1))
 }
 
 /// The decision with the conditions `ask` names, each judged on `record` at `now`; it stays
@@ -92,14 +117,15 @@ fn fresh(record: &TrackRecord, max_age: Duration, now: Timestamp) -> Condition {
     let (status, than) = if age <= max_age {
         (ConditionStatus::Pass, "within")
     } else {
-        (ConditionStatus::Fail, "older than")
+        (ConditionStatus::Fail, "longer ago than")
     };
+    // The reason names the moment, not the age: it stands as long as the status does.
     cond(
         ID,
         status,
         format!(
-            "the newest passing probe run finished {} s ago, {than} the {} s asked for",
-            age.as_secs(),
+            "the newest passing probe run finished at {}, {than} the {} s asked for",
+            crate::time::format(at),
             max_age.as_secs()
         ),
     )

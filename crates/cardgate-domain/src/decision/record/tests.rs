@@ -94,3 +94,21 @@ fn freshness_is_the_newest_passing_runs_age() {
     let never = apply(trusted(), None, &ask, at(0));
     assert_eq!(never.conditions[0].status, ConditionStatus::Fail);
 }
+
+#[test]
+fn an_answer_with_freshness_stands_until_the_run_is_too_old() {
+    let ask = RecordAsk {
+        max_age: Some(Duration::from_secs(60)),
+        ..RecordAsk::default()
+    };
+    let r = record(&[(0, 3, 3)]);
+    // Passing now: it stands until the run is 60 s old (and a second, for the whole seconds).
+    assert_eq!(valid_until(Some(&r), &ask, at(10)), Some(at(61)));
+    // Failing already: it fails until the record changes.
+    assert_eq!(valid_until(Some(&r), &ask, at(100)), None);
+    assert_eq!(valid_until(None, &ask, at(0)), None);
+    assert_eq!(valid_until(Some(&r), &RecordAsk::default(), at(0)), None);
+    // The reason does not change while the status stands.
+    let early = asked(&r, ask, 10).conditions[0].reason.clone();
+    assert_eq!(asked(&r, ask, 59).conditions[0].reason, early);
+}
