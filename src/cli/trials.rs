@@ -6,21 +6,11 @@ use serde_json::{Value, json};
 
 use super::junit;
 use crate::domain::probe::latency::{Latency, Op, Samples};
-use crate::domain::probe::trials::Tally;
 use crate::domain::probe::{Judgement, Observations};
 use crate::domain::version::ProtocolVersion;
 
-/// The cycle's tally: a verdict judged from one trial counts as one.
-fn tally(judgement: &Judgement) -> Tally {
-    judgement
-        .verdict
-        .trials
-        .clone()
-        .unwrap_or_else(|| Tally::single(judgement.verdict.passed))
-}
-
 pub(super) fn trials_json(judgement: &Judgement) -> Value {
-    let tally = tally(judgement);
+    let tally = judgement.verdict.tally();
     json!({"count": tally.count, "clean": tally.clean, "failed": tally.failed})
 }
 
@@ -49,7 +39,7 @@ fn reasons_of(judgement: &Judgement, n: u32) -> Vec<&str> {
 
 /// One JUnit case per trial: failed, with its reasons, when it did not pass.
 pub(super) fn trial_cases(version: ProtocolVersion, judgement: &Judgement) -> Vec<junit::Case> {
-    let tally = tally(judgement);
+    let tally = judgement.verdict.tally();
     (1..=tally.count)
         .map(|n| junit::Case {
             classname: format!("cardgate.probe.{version}.trials"),
@@ -67,7 +57,7 @@ pub(super) fn trial_cases(version: ProtocolVersion, judgement: &Judgement) -> Ve
 
 /// The text report's lines: how the trials went, and the latency measured.
 pub(super) fn print(judgement: &Judgement, observations: &Observations) {
-    let tally = tally(judgement);
+    let tally = judgement.verdict.tally();
     let failed = if tally.failed.is_empty() {
         String::new()
     } else {

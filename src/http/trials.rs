@@ -8,7 +8,6 @@ use utoipa::ToSchema;
 use crate::domain::probe::Judgement;
 use crate::domain::probe::latency::{Latency, Percentiles};
 use crate::domain::probe::track::{Class, TrackRecord};
-use crate::domain::probe::trials::Tally;
 
 /// A cycle's trials: the first is the whole cycle, the others the lifecycle task alone, all
 /// started together; the cycle passes only if every one does.
@@ -23,11 +22,7 @@ pub(crate) struct TrialsView {
 
 impl From<&Judgement> for TrialsView {
     fn from(j: &Judgement) -> Self {
-        let tally = j
-            .verdict
-            .trials
-            .clone()
-            .unwrap_or_else(|| Tally::single(j.verdict.passed));
+        let tally = j.verdict.tally();
         Self {
             count: tally.count,
             clean: tally.clean,

@@ -11,7 +11,7 @@ use uuid::Uuid;
 
 use super::ServiceError;
 use super::probe::enqueue_probe;
-use super::standing::last_rejudgement;
+use super::standing::{judged_under, last_rejudgement};
 use crate::domain::ids::{CalleeId, ProbeRunId};
 use crate::domain::ledger::NewEvent;
 use crate::domain::rulebook::{Rejudgement, Rulebook, rejudge};
@@ -50,12 +50,7 @@ pub async fn plan(store: &Store, book: &Rulebook) -> Result<Vec<Move>, ServiceEr
         // Most runs stand under the rulebook in force, by their newest re-judgement or else
         // their own verdict: that is read before any evidence is loaded.
         let last = last_rejudgement(store, callee, version, newest.id).await?;
-        let standing = match &last {
-            Some(last) => last.rulebook.as_deref(),
-            None => newest
-                .judgement()
-                .and_then(|j| j.verdict.rulebook.as_deref()),
-        };
+        let standing = judged_under(last.as_ref(), &newest);
         if standing == Some(book.version()) {
             continue;
         }

@@ -5,6 +5,7 @@
 use super::ServiceError;
 use crate::domain::ids::{CalleeId, ProbeRunId};
 use crate::domain::ledger::EventBody;
+use crate::domain::probe::ProbeRun;
 use crate::domain::rulebook::Standing;
 use crate::domain::version::ProtocolVersion;
 use crate::storage::Store;
@@ -22,11 +23,17 @@ pub async fn standing(
     let Some(newest) = store.latest_finished_probe(callee, version).await? else {
         return Ok(None);
     };
-    let rulebook = match last_rejudgement(store, callee, version, newest.id).await? {
-        Some(last) => last.rulebook,
-        None => newest.judgement().and_then(|j| j.verdict.rulebook.clone()),
-    };
+    let last = last_rejudgement(store, callee, version, newest.id).await?;
+    let rulebook = judged_under(last.as_ref(), &newest).map(str::to_string);
     Ok(Some((newest.id, rulebook)))
+}
+
+/// The rulebook `run` stands judged under: its newest re-judgement's (`last`), else its own.
+pub(super) fn judged_under<'a>(last: Option<&'a Standing>, run: &'a ProbeRun) -> Option<&'a str> {
+    match last {
+        Some(last) => last.rulebook.as_deref(),
+        None => run.judgement().and_then(|j| j.verdict.rulebook.as_deref()),
+    }
 }
 
 /// Where the newest re-judgement of `run` in the subject's recent ledger left it, if there is

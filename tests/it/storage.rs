@@ -685,11 +685,16 @@ struct PassingEvidence {
     judgement: cardgate::domain::probe::Judgement,
     observations: cardgate::domain::probe::Observations,
     transcript: serde_json::Value,
+    contribution: cardgate::domain::probe::track::Contribution,
 }
 
 impl PassingEvidence {
     fn new() -> Self {
         Self {
+            contribution: cardgate::domain::probe::track::Contribution::of(
+                &passing_judgement(),
+                &Default::default(),
+            ),
             judgement: passing_judgement(),
             observations: Default::default(),
             transcript: serde_json::Value::Array(Vec::new()),
@@ -700,6 +705,7 @@ impl PassingEvidence {
         cardgate::storage::FinishedRun {
             judgement: &self.judgement,
             observations: &self.observations,
+            contribution: &self.contribution,
             transcript: &self.transcript,
             actor: "probe",
             extended_card: None,

@@ -7,7 +7,8 @@ use crate::domain::card::{CardInterface, NormalizedCard, SnapshotSource};
 use crate::domain::gate::ProbeStart;
 use crate::domain::ids::JobId;
 use crate::domain::job::Job;
-use crate::domain::probe::latency::{Op, Samples};
+use crate::domain::probe::latency::Op;
+use crate::domain::probe::track::Contribution;
 use crate::domain::probe::{ProbeRun, ProbeScript, RunStatus, outcome};
 use crate::domain::time::{self, Timestamp};
 use crate::remote::a2a::Wire;
@@ -227,14 +228,15 @@ async fn record(
         };
         snapshot
     });
-    let samples = Samples::of(&output.observations);
+    let contribution = Contribution::of(&judgement, &output.observations);
     for op in Op::ALL {
         let metrics = services.outbound.metrics();
-        metrics.probe_latency(op.as_str(), samples.get(op));
+        metrics.probe_latency(op.as_str(), contribution.samples.get(op));
     }
     let finished = FinishedRun {
         judgement: &judgement,
         observations: &output.observations,
+        contribution: &contribution,
         transcript: &output.transcript,
         actor: "probe",
         extended_card: extended_card.as_ref(),

@@ -108,13 +108,17 @@ struct CalleeInputs {
 }
 
 impl CalleeInputs {
-    fn decide(&self, posture: &Posture) -> Decision {
-        match self
-            .subjects
+    /// The subject for `version`: its decision inputs and track record.
+    fn subject(&self, version: ProtocolVersion) -> Option<(&DecisionInput, &TrackRecord)> {
+        self.subjects
             .iter()
-            .find(|(version, ..)| *version == posture.caller_version)
-        {
-            Some((_, input, _)) => decision::evaluate(posture, input),
+            .find(|(v, ..)| *v == version)
+            .map(|(_, input, record)| (input, record))
+    }
+
+    fn decide(&self, posture: &Posture) -> Decision {
+        match self.subject(posture.caller_version) {
+            Some((input, _)) => decision::evaluate(posture, input),
             // No subject for the caller's version: what the card alone says.
             None => decision::evaluate(posture, &decision::input(self.card.as_ref(), None, None)),
         }
@@ -245,11 +249,7 @@ impl ReadModel {
     /// The subject's track record as of its last (re)load, if the callee has that subject.
     pub fn track_record(&self, callee: CalleeId, version: ProtocolVersion) -> Option<TrackRecord> {
         let inputs = self.inputs(callee)?;
-        inputs
-            .subjects
-            .iter()
-            .find(|(v, ..)| *v == version)
-            .map(|(.., record)| *record)
+        inputs.subject(version).map(|(_, record)| *record)
     }
 
     /// How many subjects are in each track-record class.
@@ -292,10 +292,8 @@ impl ReadModel {
             return Some(Ok(answer));
         }
         let record = inputs
-            .subjects
-            .iter()
-            .find(|(version, ..)| *version == posture.caller_version)
-            .map(|(.., record)| record);
+            .subject(posture.caller_version)
+            .map(|(_, record)| record);
         let mut decision = inputs.decide(posture);
         if !ask.is_empty() {
             decision = decision::record::apply(decision, record, ask, now);
@@ -513,6 +511,8 @@ impl ReadModel {
         ids: &[CalleeId],
     ) -> Result<(Vec<(CalleeId, Arc<CalleeInputs>)>, Vec<(CalleeId, String)>), StoreError> {
         let store = &self.inner.store;
+        // One window for the whole range, so every record in it ends at the same moment.
+        let since = self.inner.track.since();
         // Five reads on five connections: the database works on one while this process
         // parses another (the bulk load of 100,000 subjects is bound by both).
         let (subject_rows, snapshot_rows, probe_rows, card_urls, run_records) = tokio::try_join!(
@@ -520,13 +520,12 @@ impl ReadModel {
             store.newest_snapshots(from, to),
             store.newest_probe_facts(from, to),
             store.card_urls_between(from, to),
-            store.run_records_between(from, to, self.inner.track.since()),
+            store.run_records_between(from, to, since),
         )?;
         let mut runs: HashMap<(CalleeId, ProtocolVersion), Vec<RunRecord>> = HashMap::new();
         for (callee, version, run) in run_records {
             runs.entry((callee, version)).or_default().push(run);
         }
-        let since = self.inner.track.since();
         let mut records: HashMap<CalleeId, HashMap<ProtocolVersion, TrackRecord>> = HashMap::new();
         for ((callee, version), runs) in runs {
             records

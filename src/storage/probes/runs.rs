@@ -23,6 +23,8 @@ use crate::storage::{BeginWrite, Store, StoreError, dispatch};
 pub struct FinishedRun<'a> {
     pub judgement: &'a Judgement,
     pub observations: &'a Observations,
+    /// What the run adds to its subject's track record.
+    pub contribution: &'a Contribution,
     pub transcript: &'a Value,
     pub actor: &'a str,
     /// The authenticated extended card the run fetched, kept as a snapshot of its own.
@@ -111,10 +113,7 @@ impl Store {
                 serde_json::to_string(&JudgementFacts::from(finished.judgement))
                     .expect("facts serialize"),
             )
-            .bind(
-                serde_json::to_string(&Contribution::of(finished.judgement, finished.observations))
-                    .expect("records serialize"),
-            )
+            .bind(serde_json::to_string(finished.contribution).expect("records serialize"))
             .execute(&mut *tx)
             .await?
             .rows_affected();

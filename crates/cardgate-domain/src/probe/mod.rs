@@ -646,6 +646,15 @@ pub struct Verdict {
     pub trials: Option<trials::Tally>,
 }
 
+impl Verdict {
+    /// How the cycle's trials went; a verdict judged before trials existed counts as one.
+    pub fn tally(&self) -> trials::Tally {
+        self.trials
+            .clone()
+            .unwrap_or_else(|| trials::Tally::single(self.passed))
+    }
+}
+
 /// Findings, capability results and verdict of one cycle.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Judgement {

@@ -12,7 +12,6 @@ use chrono::TimeZone;
 use serde::{Deserialize, Serialize};
 
 use super::latency::{Latency, Op, Percentiles, Samples};
-use super::trials::Tally;
 use super::{Judgement, Observations};
 use crate::time::Timestamp;
 
@@ -46,11 +45,7 @@ impl Contribution {
         if judgement.verdict.unexercised.is_some() {
             return Self::default();
         }
-        let tally = judgement
-            .verdict
-            .trials
-            .clone()
-            .unwrap_or_else(|| Tally::single(judgement.verdict.passed));
+        let tally = judgement.verdict.tally();
         Self {
             trials: tally.count,
             clean: tally.clean,
