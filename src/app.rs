@@ -19,7 +19,7 @@ use crate::remote::{Outbound, OutboundSettings};
 use crate::runtime::housekeeping::HousekeepingSettings;
 use crate::runtime::schedule::{self, ScheduleSettings, Ticks};
 use crate::runtime::worker::{self, WorkerSettings};
-use crate::runtime::{deliveries, feed};
+use crate::runtime::{aging, deliveries, feed};
 use crate::service::Services;
 use crate::service::callees::CardPolicy;
 use crate::service::credentials::SecretsKey;
@@ -241,6 +241,7 @@ impl App {
             stop.clone(),
         ));
         let follower = tokio::spawn(feed::follow(self.services.clone(), stop.clone()));
+        let ager = tokio::spawn(aging::run(self.services.clone(), stop.clone()));
         // Verdicts stand on the rules they were judged under: under another rulebook, stored
         // evidence is judged again (in the background: the API serves meanwhile).
         let rejudging = {
@@ -286,6 +287,9 @@ impl App {
             tracing::error!(error = ?e, "the webhook sender panicked");
         }
         rejudging.abort();
+        if let Err(e) = ager.await {
+            tracing::error!(error = ?e, "the track-record ager panicked");
+        }
         if let Err(e) = follower.await {
             tracing::error!(error = ?e, "the change feed follower panicked");
         }

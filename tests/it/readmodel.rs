@@ -19,6 +19,7 @@ use crate::support::{TestDb, TestServer, client_with, error_code, json_of, on_bo
 on_both_backends!(
     min_seq_reads_a_write_back_and_refuses_one_never_made,
     the_read_model_answers_as_the_store_after_random_writes,
+    track_records_let_go_of_runs_that_left_the_window,
 );
 
 /// A report that demotes a `lifecycle-trusted` subject.
@@ -367,6 +368,65 @@ async fn key_op(
         keys[i].2 = false;
         format!("key {} revoked", keys[i].0)
     }
+}
+
+/// A clock the test moves forward.
+struct MovableClock(std::sync::Mutex<chrono::Duration>);
+
+impl cardgate::domain::time::Clock for MovableClock {
+    fn now(&self) -> cardgate::domain::time::Timestamp {
+        cardgate::domain::time::now() + *self.0.lock().unwrap()
+    }
+}
+
+/// A record is folded when its subject changes; a subject nobody probes again still lets go of
+/// its runs as they leave the window, when the model looks for aged records.
+async fn track_records_let_go_of_runs_that_left_the_window(db: TestDb) {
+    use cardgate::service::readmodel::TrackWindow;
+    let agent = FakeAgent::start(FakeAgentConfig::default(), Behaviour::Conformant)
+        .await
+        .unwrap();
+    let server = TestServer::start(db.target.clone()).await;
+    let callee = register(&server, &agent.origin(), json!({})).await;
+    probe(&server, &callee, "1.0").await;
+    server.stop().await;
+
+    let clock = std::sync::Arc::new(MovableClock(
+        std::sync::Mutex::new(chrono::Duration::zero()),
+    ));
+    let window = TrackWindow {
+        days: 2,
+        clock: clock.clone(),
+    };
+    let model = ReadModel::load(db.store.clone(), window).await.unwrap();
+    let id = CalleeId(callee.parse().unwrap());
+    let v1 = ProtocolVersion::new(1, 0);
+    let record = model.track_record(id, v1).unwrap();
+    assert_eq!((record.runs, record.trials), (1, 3), "{record:?}");
+    assert_eq!(model.refold_aged().await.unwrap(), 0, "nothing aged yet");
+
+    // A day on, the run is still in the two-day window.
+    *clock.0.lock().unwrap() = chrono::Duration::days(1);
+    assert_eq!(model.refold_aged().await.unwrap(), 0);
+    assert_eq!(model.track_record(id, v1).unwrap().trials, 3);
+    // Three days on it has left: the record held it until the model looked, and then not.
+    *clock.0.lock().unwrap() = chrono::Duration::days(3);
+    assert_eq!(model.track_record(id, v1).unwrap().trials, 3);
+    assert_eq!(model.refold_aged().await.unwrap(), 1);
+    let aged = model.track_record(id, v1).unwrap();
+    assert_eq!(
+        (aged.runs, aged.trials, aged.newest_run_at()),
+        (0, 0, None),
+        "{aged:?}"
+    );
+    // The decision itself is the store's, as before: only the record let go.
+    let posture = Posture {
+        caller_version: v1,
+        dedup: Dedup::Timestamp,
+        requires: CapabilitySet::default(),
+    };
+    assert!(model.decide(id, &posture).unwrap().authoritative);
+    assert_eq!(model.refold_aged().await.unwrap(), 0, "folded once");
 }
 
 /// A caller that knows only the card URL is answered from memory: with the database gone

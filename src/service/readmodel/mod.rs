@@ -265,6 +265,26 @@ impl ReadModel {
         counts
     }
 
+    /// Folds again the track records a run has aged out of since they were folded (a record is
+    /// otherwise folded only when its subject changes), one callee at a time, so that catch-ups
+    /// and `min_seq` waits are not held up by a long sweep. Returns how many callees it reloaded.
+    pub async fn refold_aged(&self) -> Result<usize, StoreError> {
+        if !self.is_loaded() {
+            return Ok(0);
+        }
+        let since = self.inner.track.since();
+        let aged: Vec<CalleeId> = read(&self.inner.callees)
+            .iter()
+            .filter(|(_, inputs)| inputs.subjects.iter().any(|(.., r)| r.aged(since)))
+            .map(|(id, _)| *id)
+            .collect();
+        for &id in &aged {
+            let _one_at_a_time = self.inner.syncing.lock().await;
+            self.reload_callee(id).await?;
+        }
+        Ok(aged.len())
+    }
+
     /// Whether the callees are loaded: until then there is no decision to give.
     pub fn is_loaded(&self) -> bool {
         self.inner.loaded.load(Ordering::Acquire)

@@ -1,7 +1,8 @@
 //! A subject's track record (issue 46): what its finished probe runs within a window say, not
 //! what its newest one says. Runs, trials and clean trials; the Wilson 95 % lower bound of the
 //! clean rate; a class (`new`, `stable`, `flaky`, `failing`); when its newest run, and its
-//! newest passing run, finished; latency p50 and p95 per operation over every trial.
+//! newest passing run, finished; latency p50 and p95 per operation over every trial; and when
+//! its oldest run leaves the window, after which the record must be folded again.
 //!
 //! Pure: [`TrackRecord::of`] folds [`RunRecord`]s the store read; [`TrackRecord`] is small and
 //! fixed in size, since the read model holds one per subject.
@@ -101,7 +102,7 @@ impl Class {
     }
 }
 
-/// A subject's record over the window, in 48 bytes.
+/// A subject's record over the window, in 52 bytes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct TrackRecord {
     pub runs: u16,
@@ -111,6 +112,9 @@ pub struct TrackRecord {
     /// When the newest run, and the newest passing run, finished (Unix seconds).
     newest: Option<NonZeroU32>,
     newest_pass: Option<NonZeroU32>,
+    /// When the oldest run counted finished (Unix seconds): the record holds until it leaves
+    /// the window.
+    oldest: Option<NonZeroU32>,
     /// p50 and p95 per [`Op`], in milliseconds; `u32::MAX` where nothing was measured.
     latency: [[u32; 2]; 4],
 }
@@ -141,6 +145,7 @@ impl Default for TrackRecord {
             class: Class::New,
             newest: None,
             newest_pass: None,
+            oldest: None,
             latency: [[NONE; 2]; 4],
         }
     }
@@ -191,6 +196,7 @@ impl TrackRecord {
                 .rev()
                 .find(|r| r.passed)
                 .and_then(|r| secs(r.finished_at)),
+            oldest: within.first().and_then(|r| secs(r.finished_at)),
             latency,
         }
     }
@@ -206,6 +212,13 @@ impl TrackRecord {
 
     pub fn newest_pass_at(&self) -> Option<Timestamp> {
         instant(self.newest_pass)
+    }
+
+    /// Whether a run this record counts finished before `since`, the window's start now: then
+    /// it no longer says what the window holds, and must be folded again from the runs. A
+    /// record is folded when its subject changes; a subject left alone ages through this.
+    pub fn aged(&self, since: Timestamp) -> bool {
+        instant(self.oldest).is_some_and(|oldest| oldest < since)
     }
 
     pub fn latency(&self) -> Latency {
