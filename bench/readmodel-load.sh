@@ -11,8 +11,8 @@
 #
 # One real callee is registered against a conformant fake agent and probed to lifecycle-trusted;
 # its rows (callee, subject, newest snapshot with its assessment, finished probe run with its
-# judgement and transcript) are then cloned N-1 times in SQL, so every subject is as large as a
-# real one. cardgate is started on the database twice, with 1 subject and with N; each start
+# judgement, transcript and track-record contribution) are then cloned N-1 times in SQL, so
+# every subject is as large as a real one. cardgate is started on the database twice, with 1 subject and with N; each start
 # logs how long the load took, and the resident memory after it is read from /proc.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -88,11 +88,11 @@ insert into card_snapshots (id, callee_id, fetched_at, url, sha256, raw, etag, l
   from bench_ids i cross join card_snapshots s where s.callee_id = '$callee';
 insert into probe_runs (id, callee_id, protocol_version, status, reason, requested_by, created_at,
     started_at, finished_at, interface_url, wire, push_token, passed, judgement, observations,
-    transcript, error, ledger_seqs, start_seq, facts)
+    transcript, error, ledger_seqs, start_seq, facts, record)
   select bench_v7(i.n, 'run'), i.id, r.protocol_version, r.status, r.reason, r.requested_by,
     r.created_at, r.started_at, r.finished_at, r.interface_url, r.wire, md5(random()::text || i.n),
     r.passed, r.judgement, r.observations, r.transcript, r.error, r.ledger_seqs, r.start_seq,
-    r.facts
+    r.facts, r.record
   from bench_ids i cross join probe_runs r where r.callee_id = '$callee' and r.status = 'finished';
 drop table bench_ids;
 drop function bench_v7;
@@ -104,6 +104,11 @@ start many.log
 many_rss=$(rss_kib)
 echo "$N subjects: $(loaded many.log); RSS $many_rss KiB"
 echo "== memory per subject: $(( (many_rss - one_rss) * 1024 / (N - 1) )) bytes (RSS difference / $((N - 1)))"
+# A Prometheus scrape counts the subjects of each track-record class, a walk of the whole model.
+for _ in 1 2 3; do
+  curl -fsS -o /dev/null -w '/metrics scrape: %{time_total} s\n' -H "Authorization: Bearer $TOKEN" "http://127.0.0.1:$PORT/metrics"
+done
+curl -fsS -H "Authorization: Bearer $TOKEN" "http://127.0.0.1:$PORT/metrics" | grep '^cardgate_track_record_subjects'
 if [ -n "${TRUST:-}" ]; then
   # GET /v1/trust with N subjects loaded, by id and by card URL, beside /healthz in the same
   # run (issue 30: a ratio of at least 0.8 for both, p99 at most 3 ms, at 32 connections).

@@ -4,6 +4,7 @@
 # run, a server at $BENCH_DATABASE_URL (default postgres://postgres@127.0.0.1:5432/postgres).
 #
 #   bench/trust-load.sh            # 20 s per target, 2 wrk threads, 64 connections
+#   ROUNDS=5 DURATION=5s CEILING=0 bench/trust-load.sh   # five interleaved rounds, medians
 #   DURATION=60s CONNECTIONS=128 bench/trust-load.sh
 #   PROFILE=dist bench/trust-load.sh   # the shipped build (LTO) instead of release
 #   PERF=1 bench/trust-load.sh     # also a perf profile of the server during each trust run
@@ -15,7 +16,8 @@
 # a reader key, with `requires=streaming,pushNotifications`: the key checked against memory, the
 # rate limiter, and the decision evaluated from the in-memory read model (no database access);
 # once by `callee_id`, once by `card_url` (resolved from memory too), and both again with a
-# track record and freshness asked for.
+# track record and freshness asked for. Each is reported as a ratio to /healthz in the same
+# round, with cardgate's CPU per request (less sensitive to the machine's other load).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 DURATION=${DURATION:-20s}
@@ -27,6 +29,7 @@ WORK=$(mktemp -d)
 export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-target}
 PROFILE=${PROFILE:-release}   # PROFILE=dist measures the binary the image ships
 CEILING=${CEILING:-1}
+ROUNDS=${ROUNDS:-1}
 examples=(--example fake-agent)
 [ "$CEILING" = 1 ] && examples+=(--example bench-ceiling)
 cargo build --quiet --profile "$PROFILE" --bin cardgate "${examples[@]}"
@@ -43,12 +46,6 @@ wait_ready "http://127.0.0.1:$AGENT_PORT/.well-known/agent-card.json"
 
 # CPU seconds (user+system) used so far by the given pids.
 cpu_of() { local t=0 pid; for pid in "$@"; do t=$((t + $(awk '{print $14+$15}' "/proc/$pid/stat" 2>/dev/null || echo 0))); done; echo "scale=3; $t / $(getconf CLK_TCK)" | bc; }
-# Requests wrk completed, from its summary.
-requests_of() { awk '/requests in/ {print $1}' "$WORK/$1.txt"; }
-report_cpu() { # label requests cpu_before cpu_after
-  echo "$1 CPU: $(echo "scale=1; ($4 - $3) * 1000000 / $2" | bc) us/request"
-}
-
 run_wrk() { # name url [header]
   echo "--- $1"
   if [ -n "${3:-}" ]; then
@@ -75,43 +72,73 @@ bench_backend() { # name database_url
   reader=$(curl -fsS -H "Authorization: Bearer $TOKEN" -H 'content-type: application/json' \
     -d '{"name":"bench","role":"reader"}' "$url/v1/keys" | python3 -c 'import sys,json; print(json.load(sys.stdin)["key"])')
   curl -fsS -H "Authorization: Bearer $reader" "$url/v1/trust?callee_id=$callee&caller_version=1.0&requires=streaming,pushNotifications" | head -c 300; echo
-  local pg_before pg_after cg_before cg_after
-  cg_before=$(cpu_of "$server"); pg_before=$(cpu_of $(pgrep -x postgres || true))
-  if [ -n "${PERF:-}" ]; then # a CPU profile of the server during the run: PERF=1
-    perf record -F 999 -g -o "$WORK/$1.perf" -p "$server" > /dev/null 2>&1 &
-    perf_pid=$!
-  fi
-  run_wrk "$1" "$url/v1/trust?callee_id=$callee&caller_version=1.0&requires=streaming,pushNotifications" "Authorization: Bearer $reader"
-  if [ -n "${PERF:-}" ]; then
-    kill -INT "$perf_pid"; wait "$perf_pid" || true
-    echo "top of the profile ($WORK/$1.perf):"
-    perf report -i "$WORK/$1.perf" --no-children --sort dso,symbol 2>/dev/null | grep -E '^ +[0-9]' | head -"${PERF_TOP:-25}"
-  fi
-  cg_after=$(cpu_of "$server"); pg_after=$(cpu_of $(pgrep -x postgres || true))
-  report_cpu cardgate "$(requests_of "$1")" "$cg_before" "$cg_after"
-  if [ "$1" = postgres ]; then report_cpu "postgres (all backends)" "$(requests_of "$1")" "$pg_before" "$pg_after"; fi
-  # The same question by card URL, as `cardgate can-i-trust --callee <url>` asks it.
-  local card_url
+  local card_url record query
+  # The same question by card URL, as `cardgate can-i-trust --callee <url>` asks it (by the
+  # agent's origin: another spelling than the one registered), and both again asking for a
+  # track record and freshness (issue 46).
   card_url=$(python3 -c 'import sys, urllib.parse; print(urllib.parse.quote(sys.argv[1], safe=""))' "http://127.0.0.1:$AGENT_PORT")
-  run_wrk "$1-card-url" "$url/v1/trust?card_url=$card_url&caller_version=1.0&requires=streaming,pushNotifications" "Authorization: Bearer $reader"
-  # Both again asking for a track record and freshness (issue 46): evaluated afresh, not from
-  # the rendered answers.
-  local record="min_trials=3&min_clean_rate=0.5&max_age=86400"
-  run_wrk "$1-record" "$url/v1/trust?callee_id=$callee&caller_version=1.0&requires=streaming,pushNotifications&$record" "Authorization: Bearer $reader"
-  run_wrk "$1-card-url-record" "$url/v1/trust?card_url=$card_url&caller_version=1.0&requires=streaming,pushNotifications&$record" "Authorization: Bearer $reader"
-  # The same binary's cheapest route, in the same run: the ceiling issue 12 measures against.
-  run_wrk "$1-healthz" "$url/healthz"
-  ratio "$1" "$1-healthz"
-  ratio "$1-card-url" "$1-healthz"
-  ratio "$1-record" "$1-healthz"
-  ratio "$1-card-url-record" "$1-healthz"
+  record="min_trials=3&min_clean_rate=0.5&max_age=86400"
+  query="caller_version=1.0&requires=streaming,pushNotifications"
+  declare -A target=(
+    [id]="$url/v1/trust?callee_id=$callee&$query"
+    [card-url]="$url/v1/trust?card_url=$card_url&$query"
+    [id-record]="$url/v1/trust?callee_id=$callee&$query&$record"
+    [card-url-record]="$url/v1/trust?card_url=$card_url&$query&$record"
+    [healthz]="$url/healthz"
+  )
+  local order=(id card-url id-record card-url-record healthz) round i name run cg_before
+  # Every round runs each target once, the order turned by one a round, so that a quiet or
+  # busy stretch of a shared machine falls on every target alike; each round's ratios compare
+  # runs seconds apart.
+  for round in $(seq 1 "$ROUNDS"); do
+    [ "$ROUNDS" -gt 1 ] && echo "-- round $round"
+    for i in "${!order[@]}"; do
+      name=${order[$(( (i + round - 1) % ${#order[@]} ))]}
+      run="$1-$name-$round"
+      cg_before=$(cpu_of "$server")
+      if [ -n "${PERF:-}" ] && [ "$round" = 1 ] && [ "$name" != healthz ]; then
+        perf record -F 999 -g -o "$WORK/$run.perf" -p "$server" > /dev/null 2>&1 &
+        perf_pid=$!
+      fi
+      if [ "$name" = healthz ]; then run_wrk "$run" "${target[$name]}"; else run_wrk "$run" "${target[$name]}" "Authorization: Bearer $reader"; fi
+      if [ -n "${PERF:-}" ] && [ "$round" = 1 ] && [ "$name" != healthz ]; then
+        kill -INT "$perf_pid"; wait "$perf_pid" || true
+        echo "top of the profile ($WORK/$run.perf):"
+        perf report -i "$WORK/$run.perf" --no-children --sort dso,symbol 2>/dev/null | grep -E '^ +[0-9]' | head -"${PERF_TOP:-25}"
+      fi
+      echo "$(cpu_of "$server") $cg_before" > "$WORK/$run.cpu"
+    done
+  done
+  summary "$1"
 }
 
-rps_of() { awk '/Requests\/sec/ {print $2}' "$WORK/$1.txt"; }
-p99_of() { awk '$1 == "99%" {print $2}' "$WORK/$1.txt"; }
-ratio() { # trust_run healthz_run
-  echo "== $1: /v1/trust $(rps_of "$1") req/s (p99 $(p99_of "$1")), /healthz $(rps_of "$2") req/s (p99 $(p99_of "$2")): ratio $(echo "scale=3; $(rps_of "$1") / $(rps_of "$2")" | bc)"
+# Per target: requests/s, ratio to the same round's /healthz, and cardgate's CPU per request,
+# each round and the median over rounds.
+summary() { # backend
+  python3 - "$WORK" "$1" "$ROUNDS" <<'PY'
+import re, statistics, sys
+work, backend, rounds = sys.argv[1], sys.argv[2], int(sys.argv[3])
+def read(name, r):
+    text = open(f"{work}/{backend}-{name}-{r}.txt").read()
+    rps = float(re.search(r"Requests/sec:\s+([0-9.]+)", text).group(1))
+    total = int(re.search(r"([0-9]+) requests in", text).group(1))
+    p99 = re.search(r"^\s+99%\s+(\S+)", text, re.M).group(1)
+    after, before = map(float, open(f"{work}/{backend}-{name}-{r}.cpu").read().split())
+    return rps, p99, (after - before) * 1e6 / total
+health = [read("healthz", r)[0] for r in range(1, rounds + 1)]
+print(f"== {backend}: /healthz " + ", ".join(f"{h:,.0f}" for h in health) + " req/s")
+for name in ["id", "card-url", "id-record", "card-url-record"]:
+    runs = [read(name, r) for r in range(1, rounds + 1)]
+    ratios = [rps / h for (rps, _, _), h in zip(runs, health)]
+    cpu = [c for *_, c in runs]
+    print(f"== {backend} {name}: ratio " + ", ".join(f"{x:.3f}" for x in ratios)
+          + f" (median {statistics.median(ratios):.3f}, min {min(ratios):.3f});"
+          + f" p99 " + ", ".join(p for _, p, _ in runs)
+          + f"; cardgate CPU " + ", ".join(f"{c:.1f}" for c in cpu)
+          + f" us/request (median {statistics.median(cpu):.1f})")
+PY
 }
+
 
 if [ "$CEILING" = 1 ]; then
   CEILING_PORT=$(free_port)
