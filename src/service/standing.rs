@@ -4,7 +4,7 @@
 
 use super::ServiceError;
 use crate::domain::ids::{CalleeId, ProbeRunId};
-use crate::domain::ledger::EventBody;
+use crate::domain::ledger::{EventBody, EventRecord};
 use crate::domain::probe::ProbeRun;
 use crate::domain::rulebook::Standing;
 use crate::domain::version::ProtocolVersion;
@@ -24,21 +24,54 @@ pub async fn standing(
         return Ok(None);
     };
     let last = last_rejudgement(store, callee, version, newest.id).await?;
-    let rulebook = judged_under(last.as_ref(), &newest).map(str::to_string);
+    let rulebook = judged_under(last.as_ref(), own_rulebook(&newest)).map(str::to_string);
     Ok(Some((newest.id, rulebook)))
 }
 
-/// The rulebook `run` stands judged under: its newest re-judgement's (`last`), else its own.
-pub(super) fn judged_under<'a>(last: Option<&'a Standing>, run: &'a ProbeRun) -> Option<&'a str> {
+/// The rulebook a run's own verdict names (`None` before rulebooks were versioned).
+fn own_rulebook(run: &ProbeRun) -> Option<&str> {
+    run.judgement().and_then(|j| j.verdict.rulebook.as_deref())
+}
+
+/// The rulebook a run stands judged under: its newest re-judgement's (`last`), else its own
+/// verdict's (`own`).
+pub(super) fn judged_under<'a>(
+    last: Option<&'a Standing>,
+    own: Option<&'a str>,
+) -> Option<&'a str> {
     match last {
         Some(last) => last.rulebook.as_deref(),
-        None => run.judgement().and_then(|j| j.verdict.rulebook.as_deref()),
+        None => own,
+    }
+}
+
+/// The subject, run and outcome a `rejudged` event records; `None` for any other event.
+pub(super) fn rejudgement(
+    event: EventRecord,
+) -> Option<(CalleeId, ProtocolVersion, ProbeRunId, Standing)> {
+    let version = ProtocolVersion::parse_exact(&event.protocol_version).ok()?;
+    match EventBody::from_parts(&event.kind, event.data) {
+        Ok(EventBody::Rejudged {
+            probe_run_id,
+            to_rulebook,
+            passed_now,
+            ..
+        }) => Some((
+            event.callee_id,
+            version,
+            probe_run_id,
+            Standing {
+                rulebook: Some(to_rulebook),
+                passed: passed_now,
+            },
+        )),
+        _ => None,
     }
 }
 
 /// Where the newest re-judgement of `run` in the subject's recent ledger left it, if there is
 /// one (a restart under the same rules then judges nothing twice).
-pub(super) async fn last_rejudgement(
+async fn last_rejudgement(
     store: &Store,
     callee: CalleeId,
     version: ProtocolVersion,
@@ -49,16 +82,6 @@ pub(super) async fn last_rejudgement(
         .await?;
     Ok(recent
         .into_iter()
-        .find_map(|e| match EventBody::from_parts(&e.kind, e.data) {
-            Ok(EventBody::Rejudged {
-                probe_run_id,
-                to_rulebook,
-                passed_now,
-                ..
-            }) if probe_run_id == run => Some(Standing {
-                rulebook: Some(to_rulebook),
-                passed: passed_now,
-            }),
-            _ => None,
-        }))
+        .filter_map(rejudgement)
+        .find_map(|(.., of, standing)| (of == run).then_some(standing)))
 }

@@ -310,6 +310,29 @@ impl Store {
         Ok(rows.into_iter().map(EventRecord::from).collect())
     }
 
+    /// The `rejudged` events of every subject of the callees with an id in `from..=to`, newest
+    /// first: what re-judging reads a page at a time (they are few; a subject has one per change
+    /// of rules that moved it).
+    pub async fn rejudgements_between(
+        &self,
+        from: CalleeId,
+        to: CalleeId,
+    ) -> Result<Vec<EventRecord>, StoreError> {
+        let rows: Vec<EventRow> = dispatch!(self, |pool| {
+            sqlx::query_as(concat!(
+                "select ",
+                event_columns!(),
+                " from ledger where callee_id between $1 and $2 and kind = 'rejudged' \
+                 order by seq desc"
+            ))
+            .bind(from.0)
+            .bind(to.0)
+            .fetch_all(pool)
+            .await
+        })?;
+        Ok(rows.into_iter().map(EventRecord::from).collect())
+    }
+
     /// The subject's events folded afresh from the ledger, for checking the cached state.
     pub async fn ledger_for_subject(
         &self,

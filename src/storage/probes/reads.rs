@@ -1,5 +1,5 @@
-//! Reading probe runs back: one, a callee's page, and the newest facts and starts the read
-//! model and the scheduler need.
+//! Reading probe runs back: one, a callee's page, and the newest facts, starts and rulebooks
+//! the read model, the scheduler and re-judging need.
 
 use chrono::{DateTime, Utc};
 use uuid::Uuid;
@@ -10,7 +10,7 @@ use crate::domain::ids::{CalleeId, ProbeRunId};
 use crate::domain::probe::ProbeRun;
 use crate::domain::time::Timestamp;
 use crate::domain::version::ProtocolVersion;
-use crate::storage::{Store, StoreError, dispatch};
+use crate::storage::{Db, Store, StoreError, dispatch};
 
 impl Store {
     pub async fn probe_run(&self, id: ProbeRunId) -> Result<ProbeRun, StoreError> {
@@ -95,6 +95,54 @@ impl Store {
             .await
         })?;
         rows.into_iter().map(TryInto::try_into).collect()
+    }
+
+    /// The newest finished run of every subject of the callees with an id in `from..=to`, and
+    /// the rulebook its own verdict names (`None` before rulebooks were versioned): read out of
+    /// the judgement by the database, so that re-judging a page parses no judgement it skips.
+    pub async fn newest_run_rulebooks(
+        &self,
+        from: CalleeId,
+        to: CalleeId,
+    ) -> Result<Vec<(CalleeId, ProtocolVersion, ProbeRunId, Option<String>)>, StoreError> {
+        // Chosen as `newest_probe_facts` chooses them.
+        macro_rules! newest {
+            ($rulebook:literal) => {
+                concat!(
+                    "select callee_id, protocol_version, id, ",
+                    $rulebook,
+                    " from probe_runs where id in \
+                     (select id from (select id, row_number() over (partition by callee_id, \
+                      protocol_version order by start_seq desc nulls last, started_at desc) \
+                      as newest from probe_runs where callee_id between $1 and $2 \
+                      and status = 'finished') as r where newest = 1)"
+                )
+            };
+        }
+        type Row = (Uuid, String, Uuid, Option<String>);
+        let rows: Vec<Row> = match &self.db {
+            Db::Postgres(pool) => {
+                sqlx::query_as(newest!("judgement::jsonb -> 'verdict' ->> 'rulebook'"))
+                    .bind(from.0)
+                    .bind(to.0)
+                    .fetch_all(pool)
+                    .await?
+            }
+            Db::Sqlite(pool) => {
+                sqlx::query_as(newest!("json_extract(judgement, '$.verdict.rulebook')"))
+                    .bind(from.0)
+                    .bind(to.0)
+                    .fetch_all(pool)
+                    .await?
+            }
+        };
+        rows.into_iter()
+            .map(|(callee, version, run, rulebook)| {
+                let version =
+                    ProtocolVersion::parse_exact(&version).map_err(StoreError::corrupt)?;
+                Ok((CalleeId(callee), version, ProbeRunId(run), rulebook))
+            })
+            .collect()
     }
 
     /// The subject's newest run of any status.
