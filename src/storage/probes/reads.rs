@@ -107,8 +107,8 @@ impl Store {
     ) -> Result<Vec<(CalleeId, ProtocolVersion, ProbeRunId, Option<String>)>, StoreError> {
         // Chosen as `newest_probe_facts` chooses them.
         macro_rules! newest {
-            ($rulebook:literal) => {
-                concat!(
+            ($pool:expr, $rulebook:literal) => {
+                sqlx::query_as(concat!(
                     "select callee_id, protocol_version, id, ",
                     $rulebook,
                     " from probe_runs where id in \
@@ -116,25 +116,17 @@ impl Store {
                       protocol_version order by start_seq desc nulls last, started_at desc) \
                       as newest from probe_runs where callee_id between $1 and $2 \
                       and status = 'finished') as r where newest = 1)"
-                )
+                ))
+                .bind(from.0)
+                .bind(to.0)
+                .fetch_all($pool)
+                .await?
             };
         }
         type Row = (Uuid, String, Uuid, Option<String>);
         let rows: Vec<Row> = match &self.db {
-            Db::Postgres(pool) => {
-                sqlx::query_as(newest!("judgement::jsonb -> 'verdict' ->> 'rulebook'"))
-                    .bind(from.0)
-                    .bind(to.0)
-                    .fetch_all(pool)
-                    .await?
-            }
-            Db::Sqlite(pool) => {
-                sqlx::query_as(newest!("json_extract(judgement, '$.verdict.rulebook')"))
-                    .bind(from.0)
-                    .bind(to.0)
-                    .fetch_all(pool)
-                    .await?
-            }
+            Db::Postgres(pool) => newest!(pool, "judgement::jsonb -> 'verdict' ->> 'rulebook'"),
+            Db::Sqlite(pool) => newest!(pool, "json_extract(judgement, '$.verdict.rulebook')"),
         };
         rows.into_iter()
             .map(|(callee, version, run, rulebook)| {
