@@ -248,7 +248,8 @@ impl App {
             let services = self.services.clone();
             tokio::spawn(async move {
                 let book = services.probe.rulebook.clone();
-                if let Err(e) = crate::service::rulebook::apply(
+                let started = std::time::Instant::now();
+                match crate::service::rulebook::apply(
                     &services.store,
                     &book,
                     "system",
@@ -256,7 +257,15 @@ impl App {
                 )
                 .await
                 {
-                    tracing::warn!(error = ?e, "re-judging stored evidence at start failed");
+                    Ok(moved) => tracing::info!(
+                        rulebook = book.version(),
+                        moved = moved.len(),
+                        millis = started.elapsed().as_millis(),
+                        "stored evidence checked against the rulebook in force"
+                    ),
+                    Err(e) => {
+                        tracing::warn!(error = ?e, "re-judging stored evidence at start failed");
+                    }
                 }
             })
         };
