@@ -41,7 +41,7 @@ const PAGE: u32 = 2_000;
 ///
 /// Read a page of callees at a time: where each newest run stands is known from its verdict's
 /// rulebook and the page's `rejudged` events, so under unchanged rules no judgement is loaded
-/// at all (a start at a million subjects reads 1,500 pages, not two queries a subject).
+/// at all (a start at a million subjects reads 500 pages, not two queries a subject).
 pub async fn plan(store: &Store, book: &Rulebook) -> Result<Vec<Move>, ServiceError> {
     let mut moves = Vec::new();
     let mut after = None;
