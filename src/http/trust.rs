@@ -14,7 +14,7 @@ use super::extract::Query;
 use super::trials::TrackRecordView;
 use super::views::GateStateView;
 use crate::domain::capability::{Capability, CapabilitySet};
-use crate::domain::decision::record::{self, RecordAsk};
+use crate::domain::decision::record::RecordAsk;
 use crate::domain::decision::{ConditionStatus, Decision, Dedup, Posture};
 use crate::domain::ids::CalleeId;
 use crate::domain::probe::track::TrackRecord;
@@ -377,11 +377,12 @@ async fn with_receipt(
     min_seq: Option<i64>,
 ) -> Result<Response, ApiError> {
     let services = &app.services;
-    let decision = trust::decide(&services.view, callee_id, &posture, min_seq).await?;
-    let track = services
-        .view
-        .track_record(callee_id, posture.caller_version);
-    let decision = record::apply(decision, track.as_ref(), &ask, services.now());
+    let (decision, track) = trust::evaluate(
+        &services.view,
+        (callee_id, &posture, &ask),
+        (min_seq, services.now()),
+    )
+    .await?;
     let mut answer = view(
         callee_id,
         &posture,

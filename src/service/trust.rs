@@ -31,6 +31,18 @@ pub async fn decide(
         .ok_or(ServiceError::NotFound(Missing::Callee(callee_id)))
 }
 
+/// Like [`decide`], with the conditions `ask` names judged at `now`, and the subject's track
+/// record: evaluated afresh, for an answer that names its moment (a signed receipt).
+pub async fn evaluate(
+    view: &ReadModel,
+    (callee_id, posture, ask): (CalleeId, &Posture, &RecordAsk),
+    (min_seq, now): (Option<i64>, Timestamp),
+) -> Result<(Decision, Option<TrackRecord>), ServiceError> {
+    current(view, min_seq).await?;
+    view.evaluate((callee_id, posture, ask), now)
+        .ok_or(ServiceError::NotFound(Missing::Callee(callee_id)))
+}
+
 /// Like [`decide`], with the conditions `ask` names judged at `now`, as `render` makes the
 /// decision (given the subject's track record too), from `answers` while the callee has not
 /// changed since it was rendered (and, for an answer with freshness in it, while it still

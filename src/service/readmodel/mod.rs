@@ -124,6 +124,21 @@ impl CalleeInputs {
         }
     }
 
+    /// [`Self::decide`] with the conditions `ask` names judged at `now`, and the subject's
+    /// track record they were judged on.
+    fn evaluate(
+        &self,
+        posture: &Posture,
+        ask: &RecordAsk,
+        now: Timestamp,
+    ) -> (Decision, Option<&TrackRecord>) {
+        let record = self
+            .subject(posture.caller_version)
+            .map(|(_, record)| record);
+        let decision = decision::record::apply(self.decide(posture), record, ask, now);
+        (decision, record)
+    }
+
     fn build(
         snapshot: Option<&CardSnapshot>,
         subjects: Vec<Subject>,
@@ -311,19 +326,26 @@ impl ReadModel {
         if let Some(answer) = answers.get(question, &inputs, now) {
             return Some(Ok(answer));
         }
-        let record = inputs
-            .subject(posture.caller_version)
-            .map(|(_, record)| record);
-        let mut decision = inputs.decide(posture);
-        if !ask.is_empty() {
-            decision = decision::record::apply(decision, record, ask, now);
-        }
+        let (decision, record) = inputs.evaluate(posture, ask, now);
         let answer = render(decision, record);
         if let Ok(answer) = &answer {
             let until = decision::record::valid_until(record, ask, now);
             answers.put(question, &inputs, until, answer.clone());
         }
         Some(answer)
+    }
+
+    /// The decision for `posture` about `callee` with the conditions `ask` names judged at
+    /// `now`, evaluated afresh, and the subject's track record; `None` if no such callee is
+    /// known.
+    pub fn evaluate(
+        &self,
+        (callee, posture, ask): (CalleeId, &Posture, &RecordAsk),
+        now: Timestamp,
+    ) -> Option<(Decision, Option<TrackRecord>)> {
+        let inputs = self.inputs(callee)?;
+        let (decision, record) = inputs.evaluate(posture, ask, now);
+        Some((decision, record.copied()))
     }
 
     fn inputs(&self, callee: CalleeId) -> Option<Arc<CalleeInputs>> {

@@ -27,10 +27,6 @@ pub struct RecordAsk {
 pub type AskKey = (Option<u32>, Option<u32>, Option<u64>);
 
 impl RecordAsk {
-    pub fn is_empty(&self) -> bool {
-        *self == Self::default()
-    }
-
     pub fn key(&self) -> AskKey {
         (
             self.min_trials,
